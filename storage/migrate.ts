@@ -1,0 +1,25 @@
+import type { Kysely } from 'kysely';
+import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration';
+import * as core0001 from './migrations/0001-core.js';
+
+/**
+ * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
+ * the migrations it was built with, and their order is the order of this list.
+ */
+const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+  '0001-core': core0001,
+});
+
+const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
+
+export async function migrateToLatest(db: Kysely<unknown>): Promise<readonly string[]> {
+  const migrator = new Migrator({ db, provider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+    throw new Error(`migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
+  }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
