@@ -42,7 +42,7 @@ export interface IdempotencyRecordTable {
   fingerprint: string;
   state: 'pending' | 'complete';
   status: ColumnType<number | null, number | null, number | null>;
-  headers: Json<Record<string, string> | null> | ColumnType<null, null, null>;
+  headers: ColumnType<Record<string, string> | null, string | null, string | null>;
   body: ColumnType<Buffer | null, Buffer | null, Buffer | null>;
   created_at: Generated<Date>;
   expires_at: Timestamp;

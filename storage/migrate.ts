@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { Database } from './database.js';
 import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration';
 import * as core0001 from './migrations/0001-core.js';
 
@@ -12,8 +13,9 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
 
-export async function migrateToLatest(db: Kysely<unknown>): Promise<readonly string[]> {
-  const migrator = new Migrator({ db, provider });
+export async function migrateToLatest(db: Kysely<Database>): Promise<readonly string[]> {
+  // Migrations see the schema as unknown: they must keep working after `Database` has moved on.
+  const migrator = new Migrator({ db: db as unknown as Kysely<unknown>, provider });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';

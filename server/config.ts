@@ -1,0 +1,92 @@
+import { hostname } from 'node:os';
+import * as z from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positive = z.coerce.number().int().positive();
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+
+/**
+ * Every setting, read from the environment once at start. The README's configuration table lists the same names;
+ * an invalid value stops the server with a message naming the variable.
+ */
+const EnvSchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PUBLIC_BASE_URL: z.url().optional(),
+  OPS_PORT: port.default(9090),
+  OPS_HOST: z.string().min(1).default('127.0.0.1'),
+  OPS_TOKEN: z.string().min(16).optional(),
+  DATA_DIR: z.string().min(1).default('.data'),
+  DATABASE_URL: z.string().min(1).optional(),
+  DATABASE_POOL_SIZE: positive.default(16),
+  REDIS_URL: z.string().min(1).optional(),
+  NODE_ID: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  MAX_BODY_BYTES: positive.default(1024 * 1024),
+  ACTOR_PASSIVATE_AFTER_MS: positive.default(5 * 60_000),
+  ACTOR_TIMER_POLL_MS: positive.default(1_000),
+  COMMIT_LANES: positive.max(16).default(2),
+  COMMIT_MAX_BATCH: positive.default(4_000),
+  IDEMPOTENCY_RETENTION_SECONDS: positive.default(24 * 3600),
+  SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
+});
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly publicBaseUrl: string | undefined;
+  readonly opsPort: number;
+  readonly opsHost: string;
+  readonly opsToken: string | undefined;
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly databasePoolSize: number;
+  readonly nodeId: string;
+  readonly logLevel: z.infer<typeof EnvSchema>['LOG_LEVEL'];
+  readonly maxBodyBytes: number;
+  readonly passivateAfterMs: number;
+  readonly timerPollMs: number;
+  readonly commitLanes: number;
+  readonly commitMaxBatch: number;
+  readonly idempotencyRetentionSeconds: number;
+  readonly shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid configuration: ${problems}`);
+  }
+  const e = parsed.data;
+  if (e.REDIS_URL !== undefined) {
+    throw new ConfigError(
+      'REDIS_URL is set, but cluster mode (Redis-fenced ownership) is not available in this version; unset it to run a single node',
+    );
+  }
+  if (!LOOPBACK.test(e.OPS_HOST) && e.OPS_TOKEN === undefined) {
+    throw new ConfigError(`OPS_HOST=${e.OPS_HOST} exposes the operator listener beyond loopback: set OPS_TOKEN too`);
+  }
+  return Object.freeze({
+    port: e.PORT,
+    host: e.HOST,
+    publicBaseUrl: e.PUBLIC_BASE_URL,
+    opsPort: e.OPS_PORT,
+    opsHost: e.OPS_HOST,
+    opsToken: e.OPS_TOKEN,
+    dataDir: e.DATA_DIR,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
+    nodeId: e.NODE_ID ?? `${hostname()}-${process.pid}`,
+    logLevel: e.LOG_LEVEL,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    passivateAfterMs: e.ACTOR_PASSIVATE_AFTER_MS,
+    timerPollMs: e.ACTOR_TIMER_POLL_MS,
+    commitLanes: e.COMMIT_LANES,
+    commitMaxBatch: e.COMMIT_MAX_BATCH,
+    idempotencyRetentionSeconds: e.IDEMPOTENCY_RETENTION_SECONDS,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+  });
+}

@@ -1,0 +1,154 @@
+/**
+ * A small Prometheus text-format registry: counters, gauges (set, or read at scrape time) and histograms with fixed
+ * buckets. Enough for this server's few dozen series without another dependency on the request path.
+ */
+type Labels = Readonly<Record<string, string>>;
+
+function labelKey(labels: Labels): string {
+  const names = Object.keys(labels).sort();
+  return names.map((n) => `${n}="${escapeLabel(labels[n]!)}"`).join(',');
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+interface Metric {
+  render(): string;
+}
+
+class Counter implements Metric {
+  readonly #values = new Map<string, number>();
+  constructor(readonly name: string, readonly help: string) {}
+  inc(labels: Labels = {}, by = 1): void {
+    const key = labelKey(labels);
+    this.#values.set(key, (this.#values.get(key) ?? 0) + by);
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
+    for (const [key, value] of this.#values) lines.push(`${this.name}${key ? `{${key}}` : ''} ${value}`);
+    return lines.join('\n');
+  }
+}
+
+class Gauge implements Metric {
+  readonly #values = new Map<string, number>();
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly collect?: () => ReadonlyArray<readonly [Labels, number]>,
+  ) {}
+  set(labels: Labels, value: number): void {
+    this.#values.set(labelKey(labels), value);
+  }
+  inc(labels: Labels = {}, by = 1): void {
+    const key = labelKey(labels);
+    this.#values.set(key, (this.#values.get(key) ?? 0) + by);
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
+    const values = this.collect
+      ? new Map(this.collect().map(([labels, value]) => [labelKey(labels), value]))
+      : this.#values;
+    for (const [key, value] of values) lines.push(`${this.name}${key ? `{${key}}` : ''} ${value}`);
+    return lines.join('\n');
+  }
+}
+
+class Histogram implements Metric {
+  readonly #series = new Map<string, { counts: number[]; sum: number; count: number }>();
+  constructor(readonly name: string, readonly help: string, readonly buckets: readonly number[]) {}
+  observe(value: number, labels: Labels = {}): void {
+    const key = labelKey(labels);
+    let series = this.#series.get(key);
+    if (!series) this.#series.set(key, (series = { counts: this.buckets.map(() => 0), sum: 0, count: 0 }));
+    for (let i = 0; i < this.buckets.length; i++) if (value <= this.buckets[i]!) series.counts[i]!++;
+    series.sum += value;
+    series.count++;
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+    for (const [key, s] of this.#series) {
+      const prefix = key ? `${key},` : '';
+      this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket{${prefix}le="${b}"} ${s.counts[i]}`));
+      lines.push(`${this.name}_bucket{${prefix}le="+Inf"} ${s.count}`);
+      lines.push(`${this.name}_sum${key ? `{${key}}` : ''} ${s.sum}`);
+      lines.push(`${this.name}_count${key ? `{${key}}` : ''} ${s.count}`);
+    }
+    return lines.join('\n');
+  }
+}
+
+export class MetricsRegistry {
+  readonly #metrics: Metric[] = [];
+
+  counter(name: string, help: string): Counter {
+    return this.#add(new Counter(name, help));
+  }
+  gauge(name: string, help: string, collect?: () => ReadonlyArray<readonly [Labels, number]>): Gauge {
+    return this.#add(new Gauge(name, help, collect));
+  }
+  histogram(name: string, help: string, buckets: readonly number[]): Histogram {
+    return this.#add(new Histogram(name, help, buckets));
+  }
+  render(): string {
+    return `${this.#metrics.map((m) => m.render()).join('\n')}\n`;
+  }
+  #add<T extends Metric>(metric: T): T {
+    this.#metrics.push(metric);
+    return metric;
+  }
+}
+
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
+
+/** The server's metrics, with the observer hooks the host, the gateway and the socket endpoints report to. */
+export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<string, number> }) {
+  const registry = new MetricsRegistry();
+  const requests = registry.counter('registry_http_requests_total', 'HTTP requests answered, by operation and status.');
+  const requestSeconds = registry.histogram('registry_http_request_duration_seconds', 'HTTP request duration.', LATENCY_BUCKETS);
+  const activations = registry.counter('registry_actor_activations_total', 'Actor activations (loads into memory).');
+  const deactivations = registry.counter('registry_actor_deactivations_total', 'Actors leaving memory, by reason.');
+  const events = registry.counter('registry_actor_events_total', 'Events delivered to actors.');
+  registry.gauge('registry_actors_live', 'Actors in memory, by kind.', () =>
+    [...sources.liveActors()].map(([kind, n]) => [{ kind }, n] as const),
+  );
+  const batchActors = registry.histogram('registry_commit_batch_actors', 'Actors written per group commit.', BATCH_BUCKETS);
+  const batchEvents = registry.histogram('registry_commit_batch_events', 'Journal entries written per group commit.', BATCH_BUCKETS);
+  const commitSeconds = registry.histogram('registry_commit_duration_seconds', 'Group commit duration.', LATENCY_BUCKETS);
+  const commitFailures = registry.counter('registry_commit_failures_total', 'Group commits that failed.');
+  const socketsOpen = registry.gauge('registry_websockets_open', 'Open WebSocket connections, by endpoint.');
+  const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code.');
+  registry.gauge('process_resident_memory_bytes', 'Resident memory of this process.', () => [[{}, process.memoryUsage.rss()]]);
+
+  return {
+    render: () => registry.render(),
+    http: {
+      requestCompleted(operation: string, method: string, status: number, durationMs: number): void {
+        requests.inc({ operation, method, status: String(status) });
+        requestSeconds.observe(durationMs / 1000, { operation });
+      },
+    },
+    host: {
+      activated: (kind: string) => activations.inc({ kind }),
+      deactivated: (kind: string, reason: string) => deactivations.inc({ kind, reason }),
+      eventAccepted: (kind: string) => events.inc({ kind }),
+      batchCommitted(actors: number, journalEntries: number, durationMs: number): void {
+        batchActors.observe(actors);
+        batchEvents.observe(journalEntries);
+        commitSeconds.observe(durationMs / 1000);
+      },
+      batchFailed: () => commitFailures.inc(),
+    },
+    sockets: {
+      opened: (endpoint: string) => socketsOpen.inc({ endpoint }, 1),
+      closed(endpoint: string, code: number): void {
+        socketsOpen.inc({ endpoint }, -1);
+        socketsClosed.inc({ endpoint, code: String(code) });
+      },
+    },
+  };
+}
+
+export type ServerMetrics = ReturnType<typeof createServerMetrics>;

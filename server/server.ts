@@ -1,0 +1,208 @@
+import path from 'node:path';
+import pg from 'pg';
+import type { ActorKind } from '../actors/actor-kind.js';
+import { ActorHost } from '../actors/actor-host.js';
+import { systemClock, type Clock } from '../actors/clock.js';
+import { InProcessOwnership } from '../actors/ownership.js';
+import type { ActorStore } from '../storage/actor-store.js';
+import { connectStorage, type StorageConnection } from '../storage/connect.js';
+import { startEmbeddedPostgres, type RunningPostgres } from '../storage/embedded-postgres.js';
+import { migrateToLatest } from '../storage/migrate.js';
+import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
+import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
+import type { CredentialVerifiers } from '../transport/http/credentials.js';
+import { HttpGateway } from '../transport/http/gateway.js';
+import { buildOpenApiDocument } from '../transport/http/openapi.js';
+import type { AnyRoute } from '../transport/http/route.js';
+import { statusRoutes } from '../transport/http/routes/status.routes.js';
+import { operatorVerifier, opsRoutes } from '../transport/ops/ops.routes.js';
+import { closeApp, uws, type TemplatedApp, type us_listen_socket } from '../transport/uws.js';
+import type { Config } from './config.js';
+import { createLogger, type Logger } from './logger.js';
+import { createServerMetrics, type ServerMetrics } from './metrics.js';
+
+/** What feature modules get to build their routes and sockets on. */
+export interface ServerServices {
+  readonly config: Config;
+  readonly host: ActorHost;
+  readonly store: ActorStore;
+  readonly storage: StorageConnection;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: ServerMetrics;
+}
+
+/** The product's features, plugged into the core: actor kinds, routes, credential verifiers and socket endpoints. */
+export interface ServerParts {
+  readonly kinds?: readonly ActorKind[];
+  readonly routes?: (services: ServerServices) => readonly AnyRoute[];
+  readonly verifiers?: CredentialVerifiers;
+  readonly mountSockets?: (app: TemplatedApp, services: ServerServices) => void;
+}
+
+export interface RunningServer {
+  readonly port: number;
+  readonly opsPort: number;
+  readonly services: ServerServices;
+  /** Stops accepting, finishes in-flight requests, flushes commits, then closes storage. Idempotent. */
+  stop(reason: string): Promise<void>;
+}
+
+const API_TAGS: Readonly<Record<string, string>> = {
+  Status: 'Health and readiness of the registry service, and this description.',
+  Operations: 'Operator listener: inspection and metrics.',
+};
+
+export async function startServer(
+  config: Config,
+  parts: ServerParts = {},
+  options: { clock?: Clock; logger?: Logger } = {},
+): Promise<RunningServer> {
+  const logger = options.logger ?? createLogger(config.logLevel, { node: config.nodeId });
+  const clock = options.clock ?? systemClock;
+  const startedAt = clock.now();
+  const cleanups: Array<() => Promise<void>> = [];
+  const cleanup = async (): Promise<void> => {
+    for (const step of cleanups.splice(0).reverse()) await step().catch((err: unknown) => logger.warn({ err }, 'cleanup step failed'));
+  };
+  try {
+    const embedded = config.databaseUrl === undefined ? await startEmbedded(config, logger) : undefined;
+    if (embedded) cleanups.push(() => embedded.postgres.stop());
+    const databaseUrl = config.databaseUrl ?? embedded!.url;
+    const storage = connectStorage({
+      connectionString: databaseUrl,
+      maxConnections: config.databasePoolSize,
+      applicationName: `registry-coordination/${config.nodeId}`,
+      onError: (err) => logger.warn({ err }, 'idle database connection failed'),
+    });
+    cleanups.push(() => storage.close());
+    const applied = await migrateToLatest(storage.db);
+    if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
+
+    const store = new PostgresActorStore(storage);
+    let host: ActorHost | undefined;
+    const metrics = createServerMetrics({
+      liveActors: () => {
+        const counts = new Map<string, number>();
+        for (const a of host?.list() ?? []) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
+        return counts;
+      },
+    });
+    host = new ActorHost({
+      store,
+      ownership: new InProcessOwnership(),
+      clock,
+      kinds: parts.kinds ?? [],
+      logger: logger.child({ component: 'actor-host' }),
+      observer: metrics.host,
+      commitLanes: config.commitLanes,
+      maxBatchActors: config.commitMaxBatch,
+      passivateAfterMs: config.passivateAfterMs,
+      timerPollMs: config.timerPollMs,
+    });
+    host.start();
+    cleanups.push(() => host.drain());
+
+    const services: ServerServices = { config, host, store, storage, clock, logger, metrics };
+    const idempotency = new PostgresIdempotencyStore(storage.db, {
+      retentionSeconds: config.idempotencyRetentionSeconds,
+      claimTimeoutSeconds: 60,
+    });
+    const sweep = setInterval(() => {
+      idempotency.sweep(1_000).catch((err: unknown) => logger.warn({ err }, 'idempotency sweep failed'));
+    }, 60_000).unref();
+    cleanups.push(async () => clearInterval(sweep));
+
+    let openApi: Readonly<Record<string, unknown>> | undefined;
+    const routes: AnyRoute[] = [
+      ...statusRoutes({
+        nodeId: config.nodeId,
+        mode: 'single-node',
+        startedAt,
+        clock,
+        pingStorage: () => store.ping(),
+        storageTimeoutMs: 2_000,
+        openApiDocument: () => openApi!,
+      }),
+      ...(parts.routes?.(services) ?? []),
+    ];
+    const publicUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
+    openApi = Object.freeze(buildOpenApiDocument(routes, { serverUrl: publicUrl, tags: API_TAGS }));
+
+    const gateway = new HttpGateway({
+      routes,
+      verifiers: parts.verifiers ?? {},
+      idempotency,
+      logger: logger.child({ component: 'http' }),
+      maxBodyBytes: config.maxBodyBytes,
+      observer: metrics.http,
+    });
+    const app = uws.App();
+    parts.mountSockets?.(app, services);
+    gateway.mount(app);
+    const listen = await listenOn(app, config.host, config.port);
+    cleanups.push(async () => closeApp(app));
+
+    const opsGateway = new HttpGateway({
+      routes: opsRoutes({ host, store, renderMetrics: metrics.render }),
+      verifiers: { operator: operatorVerifier(config.opsToken) },
+      idempotency,
+      logger: logger.child({ component: 'ops' }),
+      maxBodyBytes: 64 * 1024,
+    });
+    const opsApp = uws.App();
+    opsGateway.mount(opsApp);
+    const opsListen = await listenOn(opsApp, config.opsHost, config.opsPort);
+    cleanups.push(async () => closeApp(opsApp));
+
+    const port = uws.us_socket_local_port(listen);
+    const opsPort = uws.us_socket_local_port(opsListen);
+    logger.info({ port, opsPort, opsHost: config.opsHost, database: embedded ? 'embedded' : 'external' }, 'server listening');
+
+    let stopping: Promise<void> | undefined;
+    const stop = (reason: string): Promise<void> =>
+      (stopping ??= (async () => {
+        logger.info({ reason, inFlight: gateway.inFlight }, 'draining');
+        gateway.startDraining();
+        uws.us_listen_socket_close(listen);
+        const idle = await gateway.waitIdle(config.shutdownTimeoutMs);
+        if (!idle) logger.warn({ inFlight: gateway.inFlight }, 'requests still in flight at shutdown timeout');
+        uws.us_listen_socket_close(opsListen);
+        await cleanup();
+        logger.info({ reason }, 'stopped');
+      })());
+    return { port, opsPort, services, stop };
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}
+
+async function startEmbedded(config: Config, logger: Logger): Promise<{ postgres: RunningPostgres; url: string }> {
+  const pgLog = logger.child({ component: 'embedded-postgres' });
+  const postgres = await startEmbeddedPostgres({
+    directory: path.join(config.dataDir, 'postgres'),
+    onLog: (line) => {
+      if (line) pgLog.debug({ line }, 'postgres');
+    },
+  });
+  const admin = new pg.Client({ connectionString: postgres.connectionString });
+  await admin.connect();
+  try {
+    const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', ['registry']);
+    if (exists.rowCount === 0) await admin.query('CREATE DATABASE registry');
+  } finally {
+    await admin.end();
+  }
+  logger.info({ dataDir: path.resolve(config.dataDir) }, 'embedded Postgres started');
+  return { postgres, url: postgres.urlFor('registry') };
+}
+
+function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (socket) => {
+      if (socket) resolve(socket);
+      else reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
+    });
+  });
+}

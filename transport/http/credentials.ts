@@ -1,0 +1,70 @@
+/**
+ * Every credential the API names. A route declares exactly one; the gateway refuses to start with a route whose
+ * credential has no verifier, so no route is ever served unauthenticated by omission.
+ */
+export const credentialKinds = [
+  'none',
+  'deviceAssertion',
+  'managementBearer',
+  'developerSession',
+  'reviewHostCapability',
+  'projectToken',
+  'appSession',
+  'runtimeSession',
+  'runtimeActive',
+  'controlToken',
+  'environmentBackendGrant',
+  'operator',
+] as const;
+
+export type CredentialKind = (typeof credentialKinds)[number];
+
+/** Who sent a request, as established by the route's credential. */
+export interface Principal {
+  readonly credential: CredentialKind;
+  /** Stable identity of the caller for scoping (idempotency records, rate limits); `anonymous` for `none`. */
+  readonly subject: string;
+}
+
+export interface IncomingRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly remoteAddress: string;
+  readonly body: Buffer;
+}
+
+/** Establishes the principal or throws an HttpError (401/403) naming why. */
+export type CredentialVerifier = (request: IncomingRequest) => Promise<Principal> | Principal;
+
+export type CredentialVerifiers = Partial<Record<CredentialKind, CredentialVerifier>>;
+
+export const anonymous: Principal = Object.freeze({ credential: 'none', subject: 'anonymous' });
+
+/** How each credential is presented, as OpenAPI security schemes. Designs of later issues refine the descriptions. */
+export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none'>, Readonly<Record<string, string>>>> = {
+  deviceAssertion: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Platform-Device-Assertion',
+    description: 'JWS signed by an enrolled device key over the method, path, query, time, a unique id and, where required, the body digest.',
+  },
+  managementBearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Console or CLI management session.' },
+  developerSession: { type: 'apiKey', in: 'cookie', name: 'platform_console', description: 'Browser developer session; CSRF where the operation says so.' },
+  reviewHostCapability: { type: 'apiKey', in: 'header', name: 'Platform-Review-Capability', description: 'Short-lived, fixed-purpose capability issued to an enrolled device.' },
+  projectToken: { type: 'http', scheme: 'bearer', description: 'Project token with scopes and a required expiry.' },
+  appSession: { type: 'http', scheme: 'bearer', description: 'App-audience session from the launch-code exchange.' },
+  runtimeSession: { type: 'http', scheme: 'bearer', description: 'Runtime access token plus `Origin` and `X-Platform-Runtime-Session`.' },
+  runtimeActive: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'Runtime access token plus `Origin`, `X-Platform-Runtime-Session`, `X-Platform-Runtime-Lease` and `X-Platform-Runtime-Lease-Version`.',
+  },
+  controlToken: { type: 'http', scheme: 'bearer', description: 'Read-only, origin-bound control token.' },
+  environmentBackendGrant: { type: 'http', scheme: 'bearer', description: 'Short-lived exact-endpoint Environment Backend Grant.' },
+  operator: { type: 'http', scheme: 'bearer', description: 'Operator listener token (`OPS_TOKEN`); the listener is bound to loopback by default.' },
+};
+
+/** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */
+export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeSession', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);

@@ -1,0 +1,150 @@
+/**
+ * Errors as the API shows them. The spec has two bodies:
+ *   - a flat RFC 7807 `application/problem+json` Problem for runtime authorization, account policy, fencing and
+ *     coordination failures (and for every error of routes that declare `errorFormat: 'problem'`);
+ *   - a nested `application/json` ApiError (`{ "error": { … } }`) for validation, catalog and management failures.
+ * Both carry a stable machine `code` and the `requestId`, which is also the `X-Request-Id` response header.
+ */
+export type ErrorFamily =
+  | 'validation'
+  | 'catalog'
+  | 'management'
+  | 'runtime'
+  | 'account_policy'
+  | 'fencing'
+  | 'coordination'
+  | 'internal';
+
+export type ErrorFormat = 'problem' | 'api';
+
+/** Families whose failures are always Problems, whatever the route prefers. */
+const PROBLEM_FAMILIES: ReadonlySet<ErrorFamily> = new Set(['runtime', 'account_policy', 'fencing', 'coordination']);
+
+export interface ErrorDetail {
+  /** JSON Pointer into the request part named by `in`. */
+  readonly pointer: string;
+  readonly in: 'body' | 'query' | 'path' | 'header';
+  readonly code: string;
+  readonly message: string;
+}
+
+export class HttpError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly family: ErrorFamily;
+  readonly details: readonly ErrorDetail[];
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    options: {
+      family?: ErrorFamily;
+      details?: readonly ErrorDetail[];
+      headers?: Record<string, string>;
+      cause?: unknown;
+    } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.status = status;
+    this.code = code;
+    this.family = options.family ?? (status >= 500 ? 'internal' : 'validation');
+    this.details = options.details ?? [];
+    this.headers = options.headers ?? {};
+  }
+}
+
+export interface ProblemBody {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+  readonly code: string;
+  readonly requestId: string;
+  readonly errors?: readonly ErrorDetail[];
+}
+
+export interface ApiErrorBody {
+  readonly error: {
+    readonly code: string;
+    readonly message: string;
+    readonly status: number;
+    readonly requestId: string;
+    readonly details?: readonly ErrorDetail[];
+  };
+}
+
+export interface RenderedError {
+  readonly status: number;
+  readonly contentType: 'application/problem+json' | 'application/json';
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: ProblemBody | ApiErrorBody;
+}
+
+/** Base of Problem `type` URIs; each code has its own, documented in the OpenAPI description. */
+export const PROBLEM_TYPE_BASE = 'https://registry.platform.invalid/problems/';
+
+const TITLES: Readonly<Record<number, string>> = {
+  200: 'OK',
+  201: 'Created',
+  202: 'Accepted',
+  204: 'No Content',
+  304: 'Not Modified',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  406: 'Not Acceptable',
+  409: 'Conflict',
+  412: 'Precondition Failed',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  428: 'Precondition Required',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+};
+
+export function statusTitle(status: number): string {
+  return TITLES[status] ?? (status < 400 ? 'OK' : 'Error');
+}
+
+/** The one place an error becomes a response body. */
+export function renderError(error: HttpError, preferred: ErrorFormat, requestId: string): RenderedError {
+  const format: ErrorFormat = PROBLEM_FAMILIES.has(error.family) ? 'problem' : preferred;
+  const details = error.details.length > 0 ? error.details : undefined;
+  if (format === 'problem') {
+    return {
+      status: error.status,
+      contentType: 'application/problem+json',
+      headers: error.headers,
+      body: {
+        type: PROBLEM_TYPE_BASE + error.code,
+        title: statusTitle(error.status),
+        status: error.status,
+        detail: error.message,
+        code: error.code,
+        requestId,
+        ...(details ? { errors: details } : {}),
+      },
+    };
+  }
+  return {
+    status: error.status,
+    contentType: 'application/json',
+    headers: error.headers,
+    body: {
+      error: {
+        code: error.code,
+        message: error.message,
+        status: error.status,
+        requestId,
+        ...(details ? { details } : {}),
+      },
+    },
+  };
+}

@@ -1,0 +1,332 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type * as z from 'zod';
+import { ActorHostError } from '../../actors/errors.js';
+import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-store.js';
+import type { HttpResponse, TemplatedApp } from '../uws.js';
+import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
+import { HttpError, renderError, statusTitle, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
+import type { AnyRoute } from './route.js';
+import { Router } from './router.js';
+
+export interface HttpObserver {
+  requestCompleted(operation: string, method: string, status: number, durationMs: number): void;
+}
+
+export interface GatewayOptions {
+  readonly routes: readonly AnyRoute[];
+  readonly verifiers: CredentialVerifiers;
+  readonly idempotency: IdempotencyStore;
+  readonly logger: Logger;
+  /** Default request body limit; a route may set a lower one. */
+  readonly maxBodyBytes: number;
+  readonly observer?: HttpObserver;
+}
+
+const JSON_TYPE = /^application\/(?:[a-z0-9.+-]+\+)?json\s*(?:;\s*charset=utf-8\s*)?$/i;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Response headers every API answer carries. */
+const BASE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+});
+
+export function newRequestId(): string {
+  return `req_${randomBytes(12).toString('base64url')}`;
+}
+
+interface Reply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer | string;
+}
+
+/**
+ * The HTTP side of the uWebSockets.js server. Each request: capture what uWS lends us synchronously, read the body
+ * under its limit, authenticate with the route's credential, validate path, query and body against the route's
+ * schemas, run the handler (through the idempotency record when the route takes a key), validate the response against
+ * its declared schema, and write it corked. Every failure becomes one of the spec's two error bodies.
+ */
+export class HttpGateway {
+  readonly #router: Router;
+  readonly #options: GatewayOptions;
+  #inFlight = 0;
+  #draining = false;
+  #idle: Array<() => void> = [];
+
+  constructor(options: GatewayOptions) {
+    for (const route of options.routes) {
+      if (route.credential !== 'none' && !options.verifiers[route.credential]) {
+        throw new Error(`route ${route.operationId} takes credential ${route.credential}, which has no verifier`);
+      }
+    }
+    this.#router = new Router(options.routes);
+    this.#options = options;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  mount(app: TemplatedApp): void {
+    app.any('/*', (res, req) => {
+      const started = performance.now();
+      const requestId = newRequestId();
+      const headers: Record<string, string> = {};
+      req.forEach((name, value) => {
+        headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+      });
+      const request = {
+        method: req.getMethod().toUpperCase(),
+        path: req.getUrl(),
+        query: req.getQuery() ?? '',
+        headers,
+        remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      };
+      const state = { aborted: false };
+      res.onAborted(() => {
+        state.aborted = true;
+      });
+      this.#inFlight++;
+      void this.#serve(res, request, requestId, state, started).finally(() => {
+        if (--this.#inFlight === 0) for (const wake of this.#idle.splice(0)) wake();
+      });
+    });
+  }
+
+  /** New requests get 503 from now on; those already running finish. */
+  startDraining(): void {
+    this.#draining = true;
+  }
+
+  /** Resolves true when no request is in flight, false if `timeoutMs` passes first. */
+  waitIdle(timeoutMs: number): Promise<boolean> {
+    if (this.#inFlight === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      this.#idle.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  async #serve(
+    res: HttpResponse,
+    request: Omit<IncomingRequest, 'body'>,
+    requestId: string,
+    state: { aborted: boolean },
+    started: number,
+  ): Promise<void> {
+    const log = this.#options.logger.child({ requestId });
+    let operation = 'unmatched';
+    let format: ErrorFormat = 'api';
+    let reply: Reply;
+    try {
+      if (this.#draining) {
+        throw new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
+          family: 'coordination',
+          headers: { 'retry-after': '1', connection: 'close' },
+        });
+      }
+      const match = this.#router.match(request.method, request.path);
+      if (match.kind === 'not_found') throw new HttpError(404, 'route_not_found', `no route ${request.method} ${request.path}`, { family: 'catalog' });
+      if (match.kind === 'bad_path') throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding');
+      if (match.kind === 'method_not_allowed') {
+        throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
+          headers: { allow: match.allowed.map((m) => m.toUpperCase()).join(', ') },
+        });
+      }
+      const route = match.route;
+      operation = route.operationId;
+      format = route.errorFormat;
+      const body = await readBody(res, request.headers, route.maxBodyBytes ?? this.#options.maxBodyBytes, state);
+      if (state.aborted) return;
+      const incoming: IncomingRequest = { ...request, body };
+      const principal = await this.#authenticate(route, incoming);
+      const params = validate(route.params, match.params, 'path');
+      const query = validate(route.query, parseQuery(request.query), 'query', route.query === undefined);
+      const json = parseBody(route, request.headers, body);
+      const payload = validate(route.body, json, 'body', route.body === undefined);
+      const execute = async (): Promise<StoredResult> => {
+        try {
+          return await this.#execute(route, { params, query, body: payload, headers: request.headers, principal, requestId, logger: log, remoteAddress: request.remoteAddress });
+        } catch (error) {
+          // Client errors from the handler are results too: an identical retry must see the same refusal.
+          if (error instanceof HttpError && error.status < 500) return toStored(renderError(error, format, requestId));
+          throw error;
+        }
+      };
+      const key = route.idempotency ? readIdempotencyKey(request.headers, route.idempotency) : undefined;
+      if (key === undefined) {
+        reply = await execute();
+      } else {
+        const outcome = await runIdempotently(
+          this.#options.idempotency,
+          { scope: `${principal.subject} ${route.operationId}`, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
+          execute,
+        );
+        reply = outcome.replayed ? { ...outcome, headers: { ...outcome.headers, 'idempotent-replayed': 'true' } } : outcome;
+      }
+    } catch (error) {
+      reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
+    }
+    if (state.aborted) return;
+    const headers = { ...BASE_HEADERS, ...reply.headers, 'x-request-id': requestId };
+    res.cork(() => {
+      res.writeStatus(`${reply.status} ${statusTitle(reply.status)}`);
+      for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
+      res.end(reply.body);
+    });
+    const durationMs = performance.now() - started;
+    this.#options.observer?.requestCompleted(operation, request.method, reply.status, durationMs);
+    const entry = { method: request.method, path: request.path, operation, status: reply.status, durationMs: Math.round(durationMs * 10) / 10 };
+    if (reply.status >= 500) log.warn(entry, 'request failed');
+    else log.debug(entry, 'request');
+  }
+
+  async #authenticate(route: AnyRoute, request: IncomingRequest): Promise<Principal> {
+    if (route.credential === 'none') return anonymous;
+    const verifier = this.#options.verifiers[route.credential];
+    if (!verifier) throw new HttpError(500, 'credential_unverifiable', 'no verifier for this route');
+    return verifier(request);
+  }
+
+  async #execute(route: AnyRoute, ctx: Parameters<AnyRoute['handler']>[0]): Promise<StoredResult> {
+    const result = await route.handler(ctx);
+    const spec = route.responses[result.status];
+    if (!spec) throw new Error(`handler of ${route.operationId} answered undeclared status ${result.status}`);
+    const headers: Record<string, string> = { ...(result.headers ?? {}) };
+    if (spec.text) {
+      if (typeof result.body !== 'string') throw new Error(`handler of ${route.operationId} must answer text`);
+      return { status: result.status, headers: { 'content-type': spec.text.mediaType, ...headers }, body: Buffer.from(result.body) };
+    }
+    if (!spec.schema) return { status: result.status, headers, body: Buffer.alloc(0) };
+    // Parsing (not just checking) the response strips members the schema does not name: internal fields never leak.
+    const parsed = spec.schema.safeParse(result.body);
+    if (!parsed.success) {
+      throw new Error(`response of ${route.operationId} (${result.status}) does not match its schema: ${parsed.error.message}`);
+    }
+    headers['content-type'] ??= 'application/json';
+    return { status: result.status, headers, body: Buffer.from(JSON.stringify(parsed.data)) };
+  }
+
+  #asHttpError(error: unknown, log: Logger): HttpError {
+    if (error instanceof HttpError) return error;
+    if (error instanceof ActorHostError && error.retryable) {
+      log.warn({ err: error }, 'actor host refused the request');
+      return new HttpError(503, error.code, 'the coordination service is briefly unavailable; retry', {
+        family: 'coordination',
+        headers: { 'retry-after': '1' },
+        cause: error,
+      });
+    }
+    log.error({ err: error }, 'unhandled error');
+    return new HttpError(500, 'internal_error', 'the registry failed to handle this request', { family: 'internal' });
+  }
+}
+
+function toStored(rendered: ReturnType<typeof renderError>): StoredResult {
+  return {
+    status: rendered.status,
+    headers: { ...rendered.headers, 'content-type': rendered.contentType },
+    body: Buffer.from(JSON.stringify(rendered.body)),
+  };
+}
+
+/** Reads the body under `limit` bytes; refuses early on a declared Content-Length above it. */
+function readBody(
+  res: HttpResponse,
+  headers: Readonly<Record<string, string>>,
+  limit: number,
+  state: { aborted: boolean },
+): Promise<Buffer> {
+  const declared = headers['content-length'];
+  const chunked = /chunked/i.test(headers['transfer-encoding'] ?? '');
+  if (!chunked && (declared === undefined || declared === '0')) return Promise.resolve(Buffer.alloc(0));
+  const tooLarge = (): HttpError =>
+    new HttpError(413, 'body_too_large', `the request body exceeds ${limit} bytes`, { headers: { connection: 'close' } });
+  if (declared !== undefined && Number(declared) > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    res.onData((chunk, isLast) => {
+      if (refused || state.aborted) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        refused = true;
+        reject(tooLarge());
+        return;
+      }
+      // uWS reuses the chunk's memory after this callback returns: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk)));
+      if (isLast) resolve(Buffer.concat(chunks, size));
+    });
+  });
+}
+
+function parseQuery(query: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of new URLSearchParams(query)) {
+    const prior = out[name];
+    out[name] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
+  }
+  return out;
+}
+
+function parseBody(route: AnyRoute, headers: Readonly<Record<string, string>>, body: Buffer): unknown {
+  if (body.length === 0) return undefined;
+  if (route.body === undefined) {
+    throw new HttpError(400, 'body_not_allowed', `${route.method.toUpperCase()} ${route.path} takes no request body`);
+  }
+  const type = headers['content-type'];
+  if (type === undefined || !JSON_TYPE.test(type)) {
+    throw new HttpError(415, 'unsupported_media_type', 'the request body must be application/json (UTF-8)', {
+      headers: { accept: 'application/json' },
+    });
+  }
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw new HttpError(400, 'malformed_json', 'the request body is not valid UTF-8');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new HttpError(400, 'malformed_json', `the request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+function validate(
+  schema: z.ZodType | undefined,
+  value: unknown,
+  part: ErrorDetail['in'],
+  refuseAnything = false,
+): unknown {
+  if (schema === undefined) {
+    const empty = value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0);
+    if (refuseAnything && !empty) {
+      throw new HttpError(400, 'validation_failed', `this operation takes no ${part} parameters`, {
+        details: Object.keys(value as object).map((name) => ({ pointer: `/${name}`, in: part, code: 'unrecognized', message: 'not a parameter of this operation' })),
+      });
+    }
+    return value;
+  }
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const details: ErrorDetail[] = [];
+  for (const issue of parsed.error.issues) {
+    const base = issue.path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) details.push({ pointer: `${base}/${key}`, in: part, code: 'unrecognized', message: 'unknown member' });
+    } else {
+      details.push({ pointer: base, in: part, code: issue.code, message: issue.message });
+    }
+  }
+  const where = part === 'body' ? 'request body' : `${part} parameters`;
+  throw new HttpError(400, 'validation_failed', `the ${where} did not validate`, { details });
+}

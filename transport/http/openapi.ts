@@ -1,0 +1,210 @@
+import * as z from 'zod';
+import { apiSchemas } from './api-schemas.js';
+import { credentialSchemes, runtimeCredentials } from './credentials.js';
+import { statusTitle } from './errors.js';
+import type { AnyRoute } from './route.js';
+
+export const API_VERSION = '0.1.0-alpha.7';
+
+type Json = Record<string, unknown>;
+
+export interface OpenApiOptions {
+  readonly serverUrl: string;
+  readonly tags: Readonly<Record<string, string>>;
+}
+
+const DESCRIPTION = `Public \`/v1\` API of the registry service.
+
+**Errors.** Runtime authorization, account-policy, fencing and coordination failures use a flat RFC 7807
+\`application/problem+json\` body (\`Problem\`); validation, catalog and management failures use the nested
+\`application/json\` \`ApiError\` body. The status, enrolment, device and management-session operations answer every
+error as a Problem. Each error carries a stable machine \`code\` and a \`requestId\`, also sent as the
+\`X-Request-Id\` header of every response. A malformed body is \`400 malformed_json\`, an unknown member or parameter
+\`400 validation_failed\` (with \`errors\`/\`details\` naming each one by JSON Pointer), a body over the limit
+\`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`.
+A \`503\` (\`Retry-After\` set) means the request was not applied and may be retried.
+
+**Idempotency.** Operations that take an \`Idempotency-Key\` (16 to 128 characters of \`A-Z a-z 0-9 . _ ~ -\`)
+run at most once per caller and key for 24 hours: an identical retry (same method, path, query and JSON body) replays
+the original status and body with \`Idempotent-Replayed: true\`; a different request under the same key is refused with
+\`422 idempotency_key_reused\`; a retry while the first is still running gets \`409 idempotency_request_in_progress\`.
+Server failures (5xx) are not recorded, so their retry runs again.`;
+
+/** Builds the OpenAPI 3.1.0 document from the route table and the registered schemas. */
+export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenApiOptions): Json {
+  const schemas = componentSchemas();
+  const usedSchemes = new Set<string>();
+  const usedTags = new Set<string>();
+  const paths: Record<string, Json> = {};
+  for (const route of routes) {
+    route.tags.forEach((t) => usedTags.add(t));
+    if (route.credential !== 'none') usedSchemes.add(route.credential);
+    const item = (paths[route.path] ??= {});
+    item[route.method] = operation(route);
+  }
+  const document: Json = {
+    openapi: '3.1.0',
+    info: {
+      title: 'Registry Platform API',
+      version: API_VERSION,
+      description: DESCRIPTION,
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    servers: [{ url: options.serverUrl }],
+    tags: [...usedTags].sort().map((name) => ({ name, description: options.tags[name] ?? name })),
+    paths,
+    components: {
+      schemas,
+      headers: {
+        RequestId: { description: 'Identifier of this request, also in error bodies.', schema: { type: 'string' } },
+        RetryAfter: { description: 'Seconds after which a retry is reasonable.', schema: { type: 'integer' } },
+        IdempotentReplayed: { description: '`true` when this is the stored result of an earlier identical request.', schema: { type: 'string', enum: ['true'] } },
+      },
+      parameters: {
+        IdempotencyKey: {
+          name: 'Idempotency-Key',
+          in: 'header',
+          description: 'Caller-chosen key making a retry of this request safe.',
+          schema: { type: 'string', minLength: 16, maxLength: 128, pattern: '^[A-Za-z0-9._~-]+$' },
+        },
+      },
+      securitySchemes: Object.fromEntries(
+        [...usedSchemes].sort().map((kind) => [kind, credentialSchemes[kind as keyof typeof credentialSchemes]]),
+      ),
+    },
+  };
+  return pruneUnusedSchemas(document);
+}
+
+function componentSchemas(): Record<string, Json> {
+  const { schemas } = z.toJSONSchema(apiSchemas, {
+    target: 'draft-2020-12',
+    io: 'output',
+    uri: (id) => `#/components/schemas/${id}`,
+  }) as { schemas: Record<string, Json> };
+  for (const schema of Object.values(schemas)) {
+    delete schema.$schema;
+    delete schema.$id;
+    tidy(schema);
+  }
+  return schemas;
+}
+
+/** zod spells ISO timestamps as a long regex beside `format: date-time`; the format says it better. */
+function tidy(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(tidy);
+  if (node === null || typeof node !== 'object') return;
+  const record = node as Json;
+  if (record.format === 'date-time') delete record.pattern;
+  if (record.maximum === Number.MAX_SAFE_INTEGER) delete record.maximum;
+  if (record.minimum === Number.MIN_SAFE_INTEGER) delete record.minimum;
+  Object.values(record).forEach(tidy);
+}
+
+function ref(schema: z.ZodType, where: string): Json {
+  const id = apiSchemas.get(schema)?.id;
+  if (!id) throw new Error(`${where}: body schemas must be registered with apiSchema()`);
+  return { $ref: `#/components/schemas/${id}` };
+}
+
+function operation(route: AnyRoute): Json {
+  const where = `${route.method.toUpperCase()} ${route.path}`;
+  const parameters: Json[] = [...objectParameters(route.params, 'path'), ...objectParameters(route.query, 'query')];
+  if (route.idempotency) {
+    parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });
+  }
+  const responses: Record<string, Json> = {};
+  for (const [status, spec] of Object.entries(route.responses)) {
+    const headers: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
+    if (route.idempotency) headers['Idempotent-Replayed'] = { $ref: '#/components/headers/IdempotentReplayed' };
+    for (const [name, h] of Object.entries(spec.headers ?? {})) {
+      headers[name] = { description: h.description, schema: inline(h.schema) };
+    }
+    responses[status] = {
+      description: spec.description,
+      headers,
+      ...(spec.schema ? { content: { 'application/json': { schema: ref(spec.schema, where) } } } : {}),
+      ...(spec.text ? { content: { [spec.text.mediaType]: { schema: { type: 'string' } } } } : {}),
+    };
+  }
+  for (const status of errorStatuses(route)) responses[String(status)] ??= errorResponse(route, status);
+  return {
+    operationId: route.operationId,
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    tags: [...route.tags],
+    security: route.credential === 'none' ? [] : [{ [route.credential]: [] }],
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(route.body
+      ? { requestBody: { required: true, content: { 'application/json': { schema: ref(route.body, where) } } } }
+      : {}),
+    responses,
+  };
+}
+
+function errorStatuses(route: AnyRoute): number[] {
+  const statuses = new Set<number>([400, 500, 503, ...(route.errors ?? [])]);
+  if (route.body) [413, 415].forEach((s) => statuses.add(s));
+  if (route.credential !== 'none') [401, 403].forEach((s) => statuses.add(s));
+  if (route.idempotency) [409, 422].forEach((s) => statuses.add(s));
+  return [...statuses].sort((a, b) => a - b);
+}
+
+function errorResponse(route: AnyRoute, status: number): Json {
+  const problem = { schema: { $ref: '#/components/schemas/Problem' } };
+  const apiError = { schema: { $ref: '#/components/schemas/ApiError' } };
+  const mayBeProblem =
+    route.errorFormat === 'problem' ||
+    status === 503 ||
+    (runtimeCredentials.has(route.credential) && [401, 403, 409, 429].includes(status));
+  const content: Json =
+    route.errorFormat === 'problem'
+      ? { 'application/problem+json': problem }
+      : mayBeProblem
+        ? { 'application/json': apiError, 'application/problem+json': problem }
+        : { 'application/json': apiError };
+  const headers: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
+  if (status === 503 || status === 429) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+  return { description: statusTitle(status), headers, content };
+}
+
+function objectParameters(schema: z.ZodType | undefined, location: 'path' | 'query'): Json[] {
+  if (!schema) return [];
+  if (!(schema instanceof z.ZodObject)) throw new Error(`${location} parameters must be a zod object`);
+  return Object.entries(schema.shape as Record<string, z.ZodType>).map(([name, field]) => ({
+    name,
+    in: location,
+    required: location === 'path' || !field.safeParse(undefined).success,
+    ...(field.description ? { description: field.description } : {}),
+    schema: inline(field),
+  }));
+}
+
+function inline(schema: z.ZodType): Json {
+  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input' }) as Json;
+  delete json.$schema;
+  tidy(json);
+  return json;
+}
+
+/** Keeps only the component schemas reachable from operations, so the document has no dead definitions. */
+function pruneUnusedSchemas(document: Json): Json {
+  const components = document.components as { schemas: Record<string, Json> };
+  const reachable = new Set<string>();
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(visit);
+    if (node === null || typeof node !== 'object') return;
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$ref' && typeof value === 'string' && value.startsWith('#/components/schemas/')) {
+        const id = value.slice('#/components/schemas/'.length);
+        if (!reachable.has(id)) {
+          reachable.add(id);
+          visit(components.schemas[id]);
+        }
+      } else visit(value);
+    }
+  };
+  visit(document.paths);
+  components.schemas = Object.fromEntries(Object.entries(components.schemas).filter(([id]) => reachable.has(id)));
+  return document;
+}

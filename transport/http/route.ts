@@ -1,0 +1,90 @@
+import type * as z from 'zod';
+import type { Logger } from 'pino';
+import type { ErrorFormat } from './errors.js';
+import type { Principal } from './credentials.js';
+import type { CredentialKind } from './credentials.js';
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface ResponseSpec {
+  readonly description: string;
+  /** JSON body schema; must be a registered API schema (it becomes a component of the OpenAPI document). */
+  readonly schema?: z.ZodType;
+  /** A non-JSON body (for example Prometheus text): the handler returns it as a string, sent as this media type. */
+  readonly text?: { readonly mediaType: string };
+  readonly headers?: Readonly<Record<string, { readonly description: string; readonly schema: z.ZodType }>>;
+}
+
+type Responses = Readonly<Record<number, ResponseSpec>>;
+
+type BodyOf<S extends ResponseSpec> = S['schema'] extends z.ZodType
+  ? z.input<S['schema']>
+  : S['text'] extends { mediaType: string }
+    ? string
+    : undefined;
+
+/** What a handler may return: one of the declared statuses with a body of that status's schema. */
+export type RouteResult<R extends Responses> = {
+  [S in keyof R & number]: {
+    readonly status: S;
+    readonly body: BodyOf<R[S]>;
+    readonly headers?: Readonly<Record<string, string>>;
+  };
+}[keyof R & number];
+
+export interface RouteContext<P, Q, B> {
+  readonly params: P;
+  readonly query: Q;
+  readonly body: B;
+  /** Request headers, names lower-case. */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly principal: Principal;
+  readonly requestId: string;
+  readonly logger: Logger;
+  readonly remoteAddress: string;
+}
+
+type Infer<T> = T extends z.ZodType ? z.output<T> : undefined;
+
+/**
+ * One row of the route table. The same object drives request validation, the handler's types and the route's entry in
+ * the OpenAPI document, so the three cannot drift apart.
+ */
+export interface RouteSpec<
+  PS extends z.ZodType | undefined = z.ZodType | undefined,
+  QS extends z.ZodType | undefined = z.ZodType | undefined,
+  BS extends z.ZodType | undefined = z.ZodType | undefined,
+  R extends Responses = Responses,
+> {
+  readonly operationId: string;
+  readonly method: HttpMethod;
+  /** OpenAPI-style template: `/v1/things/{thingId}`. */
+  readonly path: string;
+  readonly summary: string;
+  readonly description?: string;
+  readonly tags: readonly string[];
+  readonly credential: CredentialKind;
+  /** Body format of this route's validation errors; runtime, fencing and coordination failures are always Problems. */
+  readonly errorFormat: ErrorFormat;
+  readonly params?: PS;
+  readonly query?: QS;
+  /** JSON request body; a route without one refuses a non-empty body. */
+  readonly body?: BS;
+  readonly maxBodyBytes?: number;
+  readonly idempotency?: 'required' | 'optional';
+  readonly responses: R;
+  /** Error statuses the handler itself may produce, besides those the gateway adds (400, 413, 415, 500, 503 …). */
+  readonly errors?: readonly number[];
+  readonly handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteResult<NoInfer<R>>>;
+}
+
+export type AnyRoute = RouteSpec<z.ZodType | undefined, z.ZodType | undefined, z.ZodType | undefined, Responses>;
+
+export function defineRoute<
+  PS extends z.ZodType | undefined = undefined,
+  QS extends z.ZodType | undefined = undefined,
+  BS extends z.ZodType | undefined = undefined,
+  R extends Responses = Responses,
+>(spec: RouteSpec<PS, QS, BS, R>): AnyRoute {
+  return Object.freeze(spec) as unknown as AnyRoute;
+}

@@ -1,0 +1,71 @@
+import type { AnyRoute, HttpMethod } from './route.js';
+
+export type RouteMatch =
+  | { readonly kind: 'found'; readonly route: AnyRoute; readonly params: Readonly<Record<string, string>> }
+  | { readonly kind: 'method_not_allowed'; readonly allowed: readonly HttpMethod[] }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'bad_path' };
+
+interface Compiled {
+  readonly route: AnyRoute;
+  /** Literal segments as strings, parameters as `{ name }`. */
+  readonly segments: ReadonlyArray<string | { readonly name: string }>;
+}
+
+/** Matches a method and a raw path to a route of the table, decoding path parameters. */
+export class Router {
+  /** Literal paths resolve with one map lookup; only parameterised shapes are scanned. */
+  readonly #literal = new Map<string, Map<HttpMethod, Compiled>>();
+  readonly #parameterised: Array<{ readonly parts: readonly string[]; readonly methods: Map<HttpMethod, Compiled> }> = [];
+
+  constructor(routes: readonly AnyRoute[]) {
+    for (const route of routes) {
+      const segments = route.path
+        .split('/')
+        .slice(1)
+        .map((s) => {
+          const param = /^\{([A-Za-z][A-Za-z0-9]*)\}$/.exec(s);
+          return param ? { name: param[1]! } : s;
+        });
+      // Routes that differ only in parameter names share a shape; the table must not hold two of the same shape.
+      const parts = segments.map((s) => (typeof s === 'string' ? s : '{}'));
+      const literal = parts.every((p) => p !== '{}');
+      let methods = literal
+        ? this.#literal.get(route.path)
+        : this.#parameterised.find((e) => e.parts.join('/') === parts.join('/'))?.methods;
+      if (!methods) {
+        methods = new Map<HttpMethod, Compiled>();
+        if (literal) this.#literal.set(route.path, methods);
+        else this.#parameterised.push({ parts, methods });
+      }
+      if (methods.has(route.method)) throw new Error(`duplicate route ${route.method.toUpperCase()} ${route.path}`);
+      methods.set(route.method, { route, segments });
+    }
+  }
+
+  match(method: string, rawPath: string): RouteMatch {
+    const literal = this.#literal.get(rawPath);
+    if (literal) return this.#resolve(literal, method, []);
+    const parts = rawPath.split('/').slice(1);
+    for (const entry of this.#parameterised) {
+      if (entry.parts.length !== parts.length) continue;
+      if (!entry.parts.every((s, i) => (s === '{}' ? parts[i] !== '' : s === parts[i]))) continue;
+      return this.#resolve(entry.methods, method, parts);
+    }
+    return { kind: 'not_found' };
+  }
+
+  #resolve(methods: Map<HttpMethod, Compiled>, method: string, parts: readonly string[]): RouteMatch {
+    const compiled = methods.get(method.toLowerCase() as HttpMethod);
+    if (!compiled) return { kind: 'method_not_allowed', allowed: [...methods.keys()] };
+    const params: Record<string, string> = {};
+    try {
+      compiled.segments.forEach((s, i) => {
+        if (typeof s !== 'string') params[s.name] = decodeURIComponent(parts[i]!);
+      });
+    } catch {
+      return { kind: 'bad_path' };
+    }
+    return { kind: 'found', route: compiled.route, params };
+  }
+}

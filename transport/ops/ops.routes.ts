@@ -1,0 +1,170 @@
+import { timingSafeEqual } from 'node:crypto';
+import * as z from 'zod';
+import type { ActorHost } from '../../actors/actor-host.js';
+import type { ActorStore } from '../../storage/actor-store.js';
+import { apiSchema } from '../http/api-schemas.js';
+import type { CredentialVerifier } from '../http/credentials.js';
+import { HttpError } from '../http/errors.js';
+import { defineRoute, type AnyRoute } from '../http/route.js';
+
+/**
+ * The operator listener's routes: inspection of actors (live and persisted, with their journal) and Prometheus
+ * metrics. They are served on a separate listener, bound to loopback unless OPS_TOKEN guards it, never on the public
+ * port.
+ */
+const LiveActorSchema = apiSchema(
+  'OpsLiveActor',
+  z.object({
+    kind: z.string(),
+    key: z.string(),
+    status: z.enum(['loading', 'live', 'stopped']),
+    epoch: z.number().int(),
+    version: z.number().int(),
+    committedVersion: z.number().int(),
+    state: z.unknown(),
+    pendingEvents: z.number().int(),
+    timers: z.record(z.string(), z.string()),
+    activatedAt: z.string(),
+    lastActivityAt: z.string(),
+  }),
+);
+
+const LiveActorListSchema = apiSchema(
+  'OpsLiveActorList',
+  z.object({ kinds: z.array(z.string()), actors: z.array(LiveActorSchema), count: z.number().int() }),
+);
+
+const ActorDetailSchema = apiSchema(
+  'OpsActorDetail',
+  z.object({
+    kind: z.string(),
+    key: z.string(),
+    live: LiveActorSchema.nullable(),
+    persisted: z
+      .object({
+        version: z.number().int(),
+        epoch: z.number().int(),
+        snapshot: z.unknown(),
+        timers: z.record(z.string(), z.string()),
+        updatedAt: z.string(),
+      })
+      .nullable(),
+  }),
+);
+
+const JournalSchema = apiSchema(
+  'OpsActorJournal',
+  z.object({
+    kind: z.string(),
+    key: z.string(),
+    entries: z.array(z.object({ version: z.number().int(), epoch: z.number().int(), event: z.unknown(), at: z.string() })),
+    nextBefore: z.number().int().optional(),
+  }),
+);
+
+const ActorParams = z.strictObject({ kind: z.string().min(1).max(64), key: z.string().min(1).max(512) });
+
+export interface OpsDependencies {
+  readonly host: ActorHost;
+  readonly store: ActorStore;
+  readonly renderMetrics: () => string;
+}
+
+export function operatorVerifier(token: string | undefined): CredentialVerifier {
+  const expected = token === undefined ? undefined : Buffer.from(`Bearer ${token}`);
+  return (request) => {
+    if (expected === undefined) return { credential: 'operator', subject: 'operator@loopback' };
+    const given = Buffer.from(request.headers.authorization ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      throw new HttpError(401, 'operator_token_invalid', 'a valid operator token is required', {
+        headers: { 'www-authenticate': 'Bearer realm="operator"' },
+      });
+    }
+    return { credential: 'operator', subject: 'operator' };
+  };
+}
+
+export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
+  const common = { tags: ['Operations'], credential: 'operator', errorFormat: 'api' } as const;
+  return [
+    defineRoute({
+      ...common,
+      operationId: 'getMetrics',
+      method: 'get',
+      path: '/metrics',
+      summary: 'Prometheus metrics',
+      responses: { 200: { description: 'Metrics in the Prometheus text format.', text: { mediaType: 'text/plain; version=0.0.4' } } },
+      handler: async () => ({ status: 200, body: deps.renderMetrics() }),
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'listLiveActors',
+      method: 'get',
+      path: '/actors',
+      summary: 'Actors in memory',
+      query: z.strictObject({ kind: z.string().min(1).max(64).optional() }),
+      responses: { 200: { description: 'Live actors, optionally of one kind.', schema: LiveActorListSchema } },
+      handler: async ({ query }) => {
+        if (query.kind !== undefined && !deps.host.kinds.includes(query.kind)) {
+          throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${query.kind}`, { family: 'catalog' });
+        }
+        const actors = deps.host.list(query.kind);
+        return { status: 200, body: { kinds: [...deps.host.kinds], actors, count: actors.length } };
+      },
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'getActor',
+      method: 'get',
+      path: '/actors/{kind}/{key}',
+      summary: 'One actor: live view and persisted snapshot',
+      params: ActorParams,
+      errors: [404],
+      responses: { 200: { description: 'The actor.', schema: ActorDetailSchema } },
+      handler: async ({ params }) => {
+        const live = deps.host.inspect(params.kind, params.key) ?? null;
+        const stored = await deps.store.load(params.kind, params.key);
+        if (!live && !stored) throw new HttpError(404, 'actor_not_found', `no actor ${params.kind}/${params.key}`, { family: 'catalog' });
+        const persisted = stored
+          ? {
+              version: stored.version,
+              epoch: stored.epoch,
+              snapshot: stored.snapshot,
+              timers: Object.fromEntries(Object.entries(stored.timers).map(([n, due]) => [n, new Date(due).toISOString()])),
+              updatedAt: stored.updatedAt.toISOString(),
+            }
+          : null;
+        return { status: 200, body: { kind: params.kind, key: params.key, live, persisted } };
+      },
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'getActorJournal',
+      method: 'get',
+      path: '/actors/{kind}/{key}/journal',
+      summary: 'Recent accepted events of one actor, newest first',
+      params: ActorParams,
+      query: z.strictObject({
+        limit: z.coerce.number().int().min(1).max(500).default(50),
+        before: z.coerce.number().int().min(1).optional().describe('Only versions below this one (paging).'),
+      }),
+      responses: { 200: { description: 'Journal entries.', schema: JournalSchema } },
+      handler: async ({ params, query }) => {
+        const entries = await deps.store.readJournal(params.kind, params.key, {
+          limit: query.limit,
+          ...(query.before !== undefined ? { beforeVersion: query.before } : {}),
+        });
+        const last = entries.at(-1);
+        return {
+          status: 200,
+          body: {
+            kind: params.kind,
+            key: params.key,
+            entries: entries.map((e) => ({ version: e.version, epoch: e.epoch, event: e.event, at: e.at.toISOString() })),
+            ...(entries.length === query.limit && last && last.version > 1 ? { nextBefore: last.version } : {}),
+          },
+        };
+      },
+    }),
+  ];
+}

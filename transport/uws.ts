@@ -1,0 +1,35 @@
+import { createRequire } from 'node:module';
+import type * as UWS from 'uWebSockets.js';
+
+export type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_listen_socket } from 'uWebSockets.js';
+
+/**
+ * The uWebSockets.js package silently falls back to a pure-JavaScript imitation when its native binary does not load
+ * (wrong Node ABI, wrong platform, or UWS_USE_FALLBACK set). That imitation lacks the native performance and limits
+ * this server is built on, so we load the package once, check for the native-only `getParts`, and refuse to run
+ * otherwise, saying why.
+ */
+function loadNativeUws(): typeof UWS {
+  const require = createRequire(import.meta.url);
+  if (/^(1|true)$/i.test(process.env.UWS_USE_FALLBACK ?? '')) {
+    throw new Error('UWS_USE_FALLBACK is set: this server runs only on the native uWebSockets.js binary; unset it.');
+  }
+  const loaded = require('uWebSockets.js') as typeof UWS & { getParts?: unknown };
+  if (typeof loaded.getParts !== 'function') {
+    const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
+    throw new Error(
+      `uWebSockets.js could not load its native binary ${binary} (Node ${process.version}, ABI ${process.versions.modules}) ` +
+        'and fell back to its JavaScript imitation, which this server refuses to serve with. ' +
+        'Use a Node.js version the installed uWebSockets.js ships a binary for (Node 20 with the pinned package).',
+    );
+  }
+  return loaded;
+}
+
+export const uws: typeof UWS = loadNativeUws();
+
+/** Closes an app's listen sockets and open connections. The build has `close()` at run time but not in its types. */
+export function closeApp(app: UWS.TemplatedApp): void {
+  const close = (app as UWS.TemplatedApp & { close?: () => void }).close;
+  if (typeof close === 'function') close.call(app);
+}
