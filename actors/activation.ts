@@ -300,12 +300,18 @@ export class Activation implements CommitParticipant {
     const now = this.#ctx.clock.now();
     for (const [name, dueAt] of Object.entries(timers)) {
       if (this.#timers.has(name) || this.#fired.has(`${name}@${dueAt}`)) continue;
-      const handle = this.#ctx.clock.setTimeout(() => {
+      const fire = (): void => {
         this.#timers.delete(name);
         this.#fired.add(`${name}@${dueAt}`);
         if (this.#status === 'live') this.#ctx.timerDue(this, name, dueAt);
-      }, dueAt - now);
-      this.#timers.set(name, { dueAt, handle });
+      };
+      if (dueAt <= now) {
+        // Overdue (found after a restart or passivation): deliver now, after the current event, not via the clock.
+        this.#fired.add(`${name}@${dueAt}`);
+        queueMicrotask(fire);
+        continue;
+      }
+      this.#timers.set(name, { dueAt, handle: this.#ctx.clock.setTimeout(fire, dueAt - now) });
     }
   }
 }

@@ -105,7 +105,7 @@ export class ActorHost {
    * Delivers an event to the actor `kind`/`key`, activating it if needed. Resolves once the state it produced is
    * committed; rejects with an ActorHostError (see `retryable`) otherwise.
    */
-  send(kind: string, key: string, event: EventObject): Promise<ActorReply> {
+  send<E extends EventObject>(kind: string, key: string, event: E): Promise<ActorReply> {
     if (this.#draining) return Promise.reject(new HostDrainingError());
     let activation: Activation;
     try {

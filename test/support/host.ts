@@ -1,0 +1,38 @@
+import { ActorHost, type ActorHostOptions, type HostLogger } from '../../actors/actor-host.js';
+import type { ActorKind } from '../../actors/actor-kind.js';
+import type { Clock } from '../../actors/clock.js';
+import { InProcessOwnership, type Ownership } from '../../actors/ownership.js';
+import type { ActorStore } from '../../storage/actor-store.js';
+
+export interface RecordedLog {
+  readonly level: 'warn' | 'error' | 'info';
+  readonly message: string;
+  readonly details: Record<string, unknown>;
+}
+
+/** A logger that keeps what it is told, so tests can assert on warnings. */
+export function recordingLogger(): HostLogger & { readonly entries: RecordedLog[] } {
+  const entries: RecordedLog[] = [];
+  return {
+    entries,
+    warn: (details, message) => entries.push({ level: 'warn', message, details }),
+    error: (details, message) => entries.push({ level: 'error', message, details }),
+    info: (details, message) => entries.push({ level: 'info', message, details }),
+  };
+}
+
+export function hostFor(
+  store: ActorStore,
+  clock: Clock,
+  kinds: readonly ActorKind[],
+  extra: Partial<ActorHostOptions> & { ownership?: Ownership } = {},
+): ActorHost {
+  return new ActorHost({
+    store,
+    clock,
+    kinds,
+    ownership: extra.ownership ?? new InProcessOwnership(),
+    logger: extra.logger ?? recordingLogger(),
+    ...extra,
+  });
+}
