@@ -73,7 +73,7 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
       ),
     },
   };
-  return pruneUnusedSchemas(document);
+  return pruneUnusedComponents(document);
 }
 
 function componentSchemas(): Record<string, Json> {
@@ -187,24 +187,28 @@ function inline(schema: z.ZodType): Json {
   return json;
 }
 
-/** Keeps only the component schemas reachable from operations, so the document has no dead definitions. */
-function pruneUnusedSchemas(document: Json): Json {
-  const components = document.components as { schemas: Record<string, Json> };
+/** Keeps only the components reachable from operations, so the document has no dead definitions. */
+function pruneUnusedComponents(document: Json): Json {
+  const components = document.components as Record<string, Record<string, unknown>>;
   const reachable = new Set<string>();
   const visit = (node: unknown): void => {
     if (Array.isArray(node)) return node.forEach(visit);
     if (node === null || typeof node !== 'object') return;
     for (const [key, value] of Object.entries(node)) {
-      if (key === '$ref' && typeof value === 'string' && value.startsWith('#/components/schemas/')) {
-        const id = value.slice('#/components/schemas/'.length);
-        if (!reachable.has(id)) {
-          reachable.add(id);
-          visit(components.schemas[id]);
-        }
+      if (key === '$ref' && typeof value === 'string' && value.startsWith('#/components/')) {
+        if (reachable.has(value)) continue;
+        reachable.add(value);
+        const [section, name] = value.slice('#/components/'.length).split('/');
+        visit(components[section!]?.[name!]);
       } else visit(value);
     }
   };
   visit(document.paths);
-  components.schemas = Object.fromEntries(Object.entries(components.schemas).filter(([id]) => reachable.has(id)));
+  for (const section of ['schemas', 'headers', 'parameters']) {
+    components[section] = Object.fromEntries(
+      Object.entries(components[section] ?? {}).filter(([name]) => reachable.has(`#/components/${section}/${name}`)),
+    );
+    if (Object.keys(components[section]!).length === 0) delete components[section];
+  }
   return document;
 }

@@ -1,0 +1,135 @@
+import { execFile } from 'node:child_process';
+import { writeFile, mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { counterKind } from '../fixtures/counter.kind.js';
+import { counterRoutes } from '../fixtures/counter.routes.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { jsonOf } from '../support/http.js';
+import { startTestServer } from '../support/server.js';
+
+const run = promisify(execFile);
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, { kinds: [counterKind], routes: ({ host }) => counterRoutes(host) }, { OPS_TOKEN: 'operator-token-0123456789' });
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+const ops = (p: string, token = 'operator-token-0123456789') => fetch(server.opsUrl + p, { headers: { authorization: `Bearer ${token}` } });
+
+test('GET /v1/status answers a PlatformStatusResponse', async () => {
+  const res = await fetch(`${server.url}/v1/status`);
+  assert.is(res.status, 200);
+  assert.is(res.headers.get('cache-control'), 'no-store');
+  const body = await jsonOf(res);
+  assert.is(body.status, 'ok');
+  assert.is(body.apiVersion, '0.1.0-alpha.7');
+  assert.is(body.mode, 'single-node');
+  assert.is((body.checks as { storage: { status: string } }).storage.status, 'ok');
+  assert.ok(!Number.isNaN(Date.parse(body.time as string)));
+});
+
+test('GET /ready is 200 while storage answers', async () => {
+  const res = await fetch(`${server.url}/ready`);
+  assert.is(res.status, 200);
+  assert.is((await jsonOf(res)).status, 'ok');
+});
+
+test('GET /v1/openapi.json: OpenAPI 3.1.0, version 0.1.0-alpha.7, every route of the table, both error bodies', async () => {
+  const res = await fetch(`${server.url}/v1/openapi.json`);
+  assert.is(res.status, 200);
+  const doc = (await res.json()) as {
+    openapi: string;
+    info: { version: string };
+    paths: Record<string, Record<string, { operationId: string; responses: Record<string, { content?: Record<string, unknown> }> }>>;
+    components: { schemas: Record<string, unknown> };
+  };
+  assert.is(doc.openapi, '3.1.0');
+  assert.is(doc.info.version, '0.1.0-alpha.7');
+  assert.equal(Object.keys(doc.paths).sort(), ['/ready', '/v1/openapi.json', '/v1/status', '/v1/test-counters/{name}/add']);
+  assert.is(doc.paths['/v1/status']!.get!.operationId, 'getPlatformStatus');
+  // The status operations declare every Problem response of the spec's first tables.
+  const statusResponses = doc.paths['/v1/status']!.get!.responses;
+  for (const s of ['400', '401', '403', '404', '409', '422', '429', '500', '502', '503']) {
+    assert.ok(statusResponses[s]?.content?.['application/problem+json'], `problem response ${s}`);
+  }
+  const add = doc.paths['/v1/test-counters/{name}/add']!.post!;
+  assert.ok(add.responses['400']?.content?.['application/json'], 'validation errors of a management-style route are ApiErrors');
+  assert.ok(add.responses['503']?.content?.['application/problem+json'], 'coordination failures are Problems');
+  for (const name of ['Problem', 'ApiError', 'PlatformStatusResponse', 'TestCounterAddRequest']) assert.ok(doc.components.schemas[name], name);
+});
+
+test('the served OpenAPI document passes `redocly lint` with no error and no warning', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'openapi-'));
+  const file = path.join(dir, 'openapi.json');
+  await writeFile(file, await (await fetch(`${server.url}/v1/openapi.json`)).text());
+  const redocly = path.resolve('node_modules/.bin/redocly');
+  const { stdout, stderr } = await run(redocly, ['lint', file, '--format', 'json'], {
+    env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+  }).catch((e: { stdout: string; stderr: string }) => e);
+  const report = JSON.parse(stdout) as { totals: { errors: number; warnings: number }; problems: Array<{ message: string; ruleId: string }> };
+  assert.is(report.totals.errors, 0, JSON.stringify(report.problems) + stderr);
+  assert.is(report.totals.warnings, 0, JSON.stringify(report.problems));
+});
+
+test('operator listener refuses a missing or wrong token', async () => {
+  const none = await fetch(`${server.opsUrl}/actors`);
+  assert.is(none.status, 401);
+  assert.is(((await jsonOf(none)).error as { code: string }).code, 'operator_token_invalid');
+  assert.is((await ops('/actors', 'wrong-token-0123456789')).status, 401);
+});
+
+test('operator listener: live actors by kind, persisted snapshot and journal of one actor', async () => {
+  for (let i = 1; i <= 3; i++) {
+    const res = await fetch(`${server.url}/v1/test-counters/inspected/add`, { method: 'POST', body: JSON.stringify({ amount: i }), headers: { 'content-type': 'application/json' } });
+    assert.is(res.status, 200);
+  }
+  const list = await jsonOf(await ops('/actors?kind=counter'));
+  assert.equal(list.kinds, ['counter']);
+  const actors = list.actors as Array<{ key: string; version: number; state: string }>;
+  assert.ok(actors.some((a) => a.key === 'inspected' && a.version === 3 && a.state === 'counting'));
+  assert.is((await ops('/actors?kind=nope')).status, 404);
+
+  const detail = await jsonOf(await ops('/actors/counter/inspected'));
+  const persisted = detail.persisted as { version: number; epoch: number; snapshot: { context: { total: number } } };
+  assert.is(persisted.version, 3);
+  assert.is(persisted.snapshot.context.total, 6);
+  assert.ok((detail.live as { key: string }).key === 'inspected');
+
+  const journal = await jsonOf(await ops('/actors/counter/inspected/journal?limit=2'));
+  const entries = journal.entries as Array<{ version: number; event: { amount: number } }>;
+  assert.equal(entries.map((e) => e.version), [3, 2]);
+  assert.is(entries[0]!.event.amount, 3);
+  assert.is(journal.nextBefore, 2);
+  const older = await jsonOf(await ops('/actors/counter/inspected/journal?limit=2&before=2'));
+  assert.equal((older.entries as Array<{ version: number }>).map((e) => e.version), [1]);
+  assert.is((await ops('/actors/counter/never-seen')).status, 404);
+});
+
+test('operator listener: Prometheus metrics for requests, activations, commit batches and sockets', async () => {
+  const res = await ops('/metrics');
+  assert.is(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  const text = await res.text();
+  for (const series of [
+    /registry_http_requests_total\{method="POST",operation="testCounterAdd",status="200"\} \d+/,
+    /registry_actor_activations_total\{kind="counter"\} \d+/,
+    /registry_actors_live\{kind="counter"\} \d+/,
+    /registry_commit_batch_actors_bucket\{le="1"\} \d+/,
+    /registry_commit_duration_seconds_count \d+/,
+    /# TYPE registry_websockets_open gauge/,
+  ]) {
+    assert.match(text, series);
+  }
+});
+
+test.run();

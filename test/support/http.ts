@@ -1,0 +1,40 @@
+import type { Logger } from 'pino';
+import { createLogger } from '../../server/logger.js';
+import type { IdempotencyStore } from '../../storage/idempotency-store.js';
+import type { CredentialVerifiers } from '../../transport/http/credentials.js';
+import { HttpGateway } from '../../transport/http/gateway.js';
+import type { AnyRoute } from '../../transport/http/route.js';
+import { closeApp, uws } from '../../transport/uws.js';
+
+export interface TestGateway {
+  readonly url: string;
+  readonly gateway: HttpGateway;
+  close(): void;
+}
+
+/** A real uWebSockets.js app on a free loopback port serving `routes` through the real gateway. */
+export async function startGateway(options: {
+  routes: readonly AnyRoute[];
+  idempotency: IdempotencyStore;
+  verifiers?: CredentialVerifiers;
+  maxBodyBytes?: number;
+  logger?: Logger;
+}): Promise<TestGateway> {
+  const gateway = new HttpGateway({
+    routes: options.routes,
+    verifiers: options.verifiers ?? {},
+    idempotency: options.idempotency,
+    logger: options.logger ?? createLogger('silent'),
+    maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
+  });
+  const app = uws.App();
+  gateway.mount(app);
+  const port = await new Promise<number>((resolve, reject) =>
+    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws.us_socket_local_port(socket)) : reject(new Error('listen failed')))),
+  );
+  return { url: `http://127.0.0.1:${port}`, gateway, close: () => closeApp(app) };
+}
+
+export async function jsonOf(response: Response): Promise<Record<string, unknown>> {
+  return (await response.json()) as Record<string, unknown>;
+}
