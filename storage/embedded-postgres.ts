@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import path from 'node:path';
@@ -45,8 +45,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const directory = path.resolve(options.directory);
   const pgdata = path.join(directory, 'pgdata');
   await mkdir(directory, { recursive: true });
-  // Traversable but not listable: when running as root, Postgres runs as another user and must reach pgdata.
-  await chmod(directory, 0o711);
+  const asRoot = userInfo().uid === 0;
+  if (asRoot) await assertReachableByPostgres(directory);
   const credentials = await loadOrCreateCredentials(directory);
   await stopOrphan(pgdata);
   const port = options.port && options.port > 0 ? options.port : await freePort();
@@ -59,7 +59,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     authMethod: 'scram-sha-256',
     persistent: true,
     // Postgres refuses to run as root; the package then runs it as a dedicated `postgres` system user.
-    createPostgresUser: userInfo().uid === 0,
+    createPostgresUser: asRoot,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
     onLog: (message: string) => log(String(message).trim()),
     onError: (message: unknown) => log(String(message).trim()),
@@ -78,6 +78,22 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     urlFor,
     stop: () => (stopped ??= instance.stop()),
   };
+}
+
+/**
+ * As root, Postgres runs as the `postgres` user, which must be able to traverse every directory down to pgdata. The
+ * directory we own is made traversable (not listable); an ancestor that is not is named, rather than changed.
+ */
+async function assertReachableByPostgres(directory: string): Promise<void> {
+  await chmod(directory, 0o711);
+  for (let dir = path.dirname(directory); ; dir = path.dirname(dir)) {
+    if (((await stat(dir)).mode & 0o001) === 0) {
+      throw new Error(
+        `embedded Postgres runs as user "postgres" and cannot enter ${dir}; make it traversable (chmod o+x) or choose another DATA_DIR`,
+      );
+    }
+    if (dir === path.dirname(dir)) break;
+  }
 }
 
 async function loadOrCreateCredentials(directory: string): Promise<Credentials> {
