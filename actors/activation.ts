@@ -13,6 +13,8 @@ import {
 } from './errors.js';
 import type { StoredActor } from '../storage/actor-store.js';
 
+export type StopReason = 'passivated' | 'fenced' | 'commit_failed' | 'load_failed';
+
 /** What the sender of an event gets back, once the state it produced is committed. */
 export interface ActorReply {
   readonly version: number;
@@ -29,8 +31,8 @@ export interface ActivationContext {
   readonly clock: Clock;
   readonly lanes: CommitLanes;
   readonly policy: ActorPolicy;
-  /** Called once when the activation stops for any reason; `written` says whether its epoch reached the store. */
-  stopped(activation: Activation, written: boolean): void;
+  /** Called once when the activation stops; `written` says whether its epoch reached the store. */
+  stopped(activation: Activation, written: boolean, reason: StopReason): void;
   timerDue(activation: Activation, name: string, dueAt: number): void;
   warn(message: string, details: Record<string, unknown>): void;
   effectFailed(activation: Activation, error: unknown): void;
@@ -130,7 +132,7 @@ export class Activation implements CommitParticipant {
         ? createActor(machine, { snapshot: stored.snapshot as never, input }).getSnapshot()
         : initialTransition(machine, input)[0];
     } catch (error) {
-      this.#fail(new ActorRestoreError(this.id, error), false);
+      this.#fail(new ActorRestoreError(this.id, error), false, 'load_failed');
       return;
     }
     this.#epoch = epoch;
@@ -143,7 +145,7 @@ export class Activation implements CommitParticipant {
   }
 
   loadFailed(error: unknown): void {
-    this.#fail(new ActorStorageUnavailableError(this.id, error), false);
+    this.#fail(new ActorStorageUnavailableError(this.id, error), false, 'load_failed');
   }
 
   deliver(event: EventObject): Promise<ActorReply> {
@@ -260,34 +262,34 @@ export class Activation implements CommitParticipant {
   }
 
   fenced(): void {
-    this.#fail(new ActorFencedError(this.id), this.#writtenThisEpoch);
+    this.#fail(new ActorFencedError(this.id), this.#writtenThisEpoch, 'fenced');
   }
 
   commitFailed(error: unknown): void {
-    this.#fail(new ActorCommitFailedError(this.id, error), this.#writtenThisEpoch);
+    this.#fail(new ActorCommitFailedError(this.id, error), this.#writtenThisEpoch, 'commit_failed');
   }
 
   /** Leaves memory; nothing uncommitted may be pending (the host passivates only idle activations). */
   passivate(): void {
     if (this.#status === 'stopped') return;
-    this.#stop(this.#writtenThisEpoch);
+    this.#stop(this.#writtenThisEpoch, 'passivated');
   }
 
-  #fail(error: ActorHostError, written: boolean): void {
+  #fail(error: ActorHostError, written: boolean, reason: StopReason): void {
     if (this.#status === 'stopped') return;
     const waiting = this.#waiting.splice(0);
     const queued = this.#mailbox.splice(0);
-    this.#stop(written);
+    this.#stop(written, reason);
     for (const w of waiting) w.reject(error);
     for (const q of queued) q.reject(error);
   }
 
-  #stop(written: boolean): void {
+  #stop(written: boolean, reason: StopReason): void {
     this.#status = 'stopped';
     for (const timer of this.#timers.values()) this.#ctx.clock.clearTimeout(timer.handle);
     this.#timers.clear();
     this.#ctx.lanes.drop(this);
-    this.#ctx.stopped(this, written);
+    this.#ctx.stopped(this, written, reason);
   }
 
   #armTimers(timers: Readonly<Record<string, number>>): void {

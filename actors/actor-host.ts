@@ -1,6 +1,6 @@
 import type { EventObject } from 'xstate';
 import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEvent } from './actor-kind.js';
-import { Activation, type ActivationContext, type ActorReply } from './activation.js';
+import { Activation, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
 import { HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
@@ -9,7 +9,7 @@ import { actorId, type ActorStore } from '../storage/actor-store.js';
 
 export interface HostObserver extends CommitObserver {
   activated(kind: string): void;
-  deactivated(kind: string, reason: 'passivated' | 'stopped'): void;
+  deactivated(kind: string, reason: StopReason): void;
   eventAccepted(kind: string): void;
 }
 
@@ -194,10 +194,11 @@ export class ActorHost {
       clock: this.#clock,
       lanes: this.#lanes,
       policy,
-      stopped: (activation, written) => {
+      stopped: (activation, written, reason) => {
         if (this.#live.get(activation.id) === activation) this.#live.delete(activation.id);
         if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written);
-        this.#observer?.deactivated(activation.kind, activation.pending === 0 ? 'passivated' : 'stopped');
+        this.#observer?.deactivated(activation.kind, reason);
+        if (reason !== 'passivated') this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
       },
       timerDue: (activation, name, dueAt) => {
         const event: Omit<TimerDueEvent, 'at'> = { type: 'timer.due', name, dueAt };

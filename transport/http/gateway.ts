@@ -61,6 +61,9 @@ export class HttpGateway {
       if (route.credential !== 'none' && !options.verifiers[route.credential]) {
         throw new Error(`route ${route.operationId} takes credential ${route.credential}, which has no verifier`);
       }
+      if (route.path.includes('{') && !route.params) {
+        throw new Error(`route ${route.operationId} has path parameters but no params schema`);
+      }
     }
     this.#router = new Router(options.routes);
     this.#options = options;
