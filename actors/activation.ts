@@ -1,4 +1,4 @@
-import { createActor, initialTransition, transition, type AnyMachineSnapshot, type EventObject } from 'xstate';
+import { createActor, initialTransition, type AnyActorScope, type AnyMachineSnapshot, type EventObject } from 'xstate';
 import type { ActorKind, ActorPolicy } from './actor-kind.js';
 import type { CommitLanes, CommitParticipant } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
@@ -11,7 +11,7 @@ import {
   ActorStorageUnavailableError,
   type ActorHostError,
 } from './errors.js';
-import type { StoredActor } from '../storage/actor-store.js';
+import type { SnapshotWrite, StoredActor } from '../storage/actor-store.js';
 
 export type StopReason = 'passivated' | 'fenced' | 'commit_failed' | 'load_failed';
 
@@ -60,6 +60,46 @@ interface ExecutableAction {
 }
 
 /**
+ * An actor scope that collects the actions a transition asks for instead of running them, as XState's own pure
+ * `transition()` does, but built once per activation rather than once per event.
+ */
+function inertScope(self: AnyActorScope['self'], sink: { actions: ExecutableAction[] }): AnyActorScope {
+  return {
+    self,
+    id: '',
+    sessionId: '',
+    system: self.system,
+    logger: () => {},
+    defer: () => {},
+    emit: () => {},
+    stopChild: () => {},
+    actionExecutor: (action) => void sink.actions.push(action as ExecutableAction),
+  };
+}
+
+/**
+ * Rebuilds the committed state: the stored snapshot (or the initial state) with the journal after it replayed. The
+ * replayed events' effects ran when they were first handled, so only state is rebuilt.
+ */
+export function restoreCommitted(
+  definition: ActorKind,
+  key: string,
+  stored: StoredActor | undefined,
+): { snapshot: AnyMachineSnapshot; scope: { readonly scope: AnyActorScope; readonly sink: { actions: ExecutableAction[] } } } {
+  const machine = definition.machine;
+  const input = definition.input?.(key);
+  const self = createActor(machine, stored ? { snapshot: stored.snapshot as never, input } : { input });
+  const sink: { actions: ExecutableAction[] } = { actions: [] };
+  const scope = inertScope(self, sink);
+  let snapshot = stored ? (self.getSnapshot() as AnyMachineSnapshot) : initialTransition(machine, input)[0];
+  for (const record of stored?.tail ?? []) {
+    sink.actions = [];
+    snapshot = machine.transition(snapshot, record.event as never, scope) as AnyMachineSnapshot;
+  }
+  return { snapshot, scope: { scope, sink } };
+}
+
+/**
  * One live actor: a mailbox handled one event at a time in arrival order, the current snapshot, and the replies
  * waiting for their commit. Events are applied as soon as they arrive (pipelined), but a reply is released only when
  * the commit that holds its version succeeds, so nobody ever sees state that could still be lost.
@@ -74,6 +114,13 @@ export class Activation implements CommitParticipant {
   #version = 0;
   #committedVersion = 0;
   #writtenThisEpoch = false;
+  /** Version of the newest stored snapshot; the journal after it is replayed on load. */
+  #snapshotVersion = 0;
+  /** Durable timers of the current state, and (serialised) those of the stored snapshot. */
+  #timersNow: Readonly<Record<string, number>> = {};
+  #timersStored = '{}';
+  /** One actor scope reused for every transition: building one per event is most of XState's cost. */
+  #scope: { readonly scope: AnyActorScope; readonly sink: { actions: ExecutableAction[] } } | undefined;
   #lastActivity: number;
   readonly #activatedAt: number;
   readonly #mailbox: Queued[] = [];
@@ -126,11 +173,10 @@ export class Activation implements CommitParticipant {
   load(stored: StoredActor | undefined, epoch: number): void {
     if (this.#status !== 'loading') return;
     try {
-      const machine = this.#definition.machine;
-      const input = this.#definition.input?.(this.key);
-      this.#snapshot = stored
-        ? createActor(machine, { snapshot: stored.snapshot as never, input }).getSnapshot()
-        : initialTransition(machine, input)[0];
+      const restored = restoreCommitted(this.#definition, this.key, stored);
+      this.#scope = restored.scope;
+      const snapshot = restored.snapshot;
+      this.#snapshot = snapshot;
     } catch (error) {
       this.#fail(new ActorRestoreError(this.id, error), false, 'load_failed');
       return;
@@ -138,8 +184,11 @@ export class Activation implements CommitParticipant {
     this.#epoch = epoch;
     this.#version = stored?.version ?? 0;
     this.#committedVersion = this.#version;
+    this.#snapshotVersion = stored?.snapshotVersion ?? 0;
+    this.#timersStored = JSON.stringify(stored?.timers ?? {});
+    this.#timersNow = this.#timersOf(this.#snapshot);
     this.#status = 'live';
-    this.#armTimers(stored?.timers ?? {});
+    this.#armTimers(this.#timersNow);
     const queued = this.#mailbox.splice(0);
     for (const item of queued) this.#handle(item);
   }
@@ -178,10 +227,7 @@ export class Activation implements CommitParticipant {
     let next: AnyMachineSnapshot;
     let actions: readonly ExecutableAction[];
     try {
-      [next, actions] = transition(this.#definition.machine, current, stamped as never) as [
-        AnyMachineSnapshot,
-        ExecutableAction[],
-      ];
+      [next, actions] = this.#transition(current, stamped);
     } catch (error) {
       reject(new ActorEventRejectedError(this.id, error));
       return;
@@ -205,11 +251,9 @@ export class Activation implements CommitParticipant {
         this.#ctx.warn('machine action is not supported by the actor host', { actor: this.id, action: action.type });
       } else effects.push(action);
     }
-    let persisted: unknown;
     let timers: Readonly<Record<string, number>>;
     try {
-      persisted = this.#definition.machine.getPersistedSnapshot(next);
-      timers = this.#definition.timers?.(next as never) ?? {};
+      timers = this.#timersOf(next);
     } catch (error) {
       reject(new ActorEventRejectedError(this.id, error));
       return;
@@ -217,15 +261,47 @@ export class Activation implements CommitParticipant {
     const baseVersion = this.#version;
     this.#version = baseVersion + 1;
     this.#snapshot = next;
+    this.#timersNow = timers;
     this.#ctx.lanes.enqueue(this, {
       baseVersion,
-      version: this.#version,
-      snapshot: persisted,
-      timers,
       record: { version: this.#version, event: this.#definition.journalView?.(stamped) ?? stamped, at: now },
+      withSnapshot: this.#snapshotDue(timers),
     });
     this.#armTimers(timers);
     this.#awaitVersion({ version: this.#version, snapshot: next, emitted, changed: true }, effects, resolve, reject);
+  }
+
+  /**
+   * A snapshot goes with this write when the activation has not yet written one (that write claims its epoch in the
+   * store), when the journal since the last one is long, when durable timers changed (they are stored with the
+   * snapshot), or when the kind redacts its journal (which then cannot be replayed).
+   */
+  #snapshotDue(timers: Readonly<Record<string, number>>): boolean {
+    return (
+      !this.#writtenThisEpoch ||
+      this.#version - this.#snapshotVersion >= this.#ctx.policy.snapshotEvery ||
+      this.#definition.journalView !== undefined ||
+      JSON.stringify(timers) !== this.#timersStored
+    );
+  }
+
+  snapshotForCommit(): SnapshotWrite {
+    return {
+      version: this.#version,
+      snapshot: this.#definition.machine.getPersistedSnapshot(this.#snapshot!),
+      timers: this.#timersNow,
+    };
+  }
+
+  #transition(current: AnyMachineSnapshot, event: EventObject): [AnyMachineSnapshot, ExecutableAction[]] {
+    const { scope, sink } = this.#scope!;
+    sink.actions = [];
+    const next = this.#definition.machine.transition(current, event as never, scope) as AnyMachineSnapshot;
+    return [next, sink.actions];
+  }
+
+  #timersOf(snapshot: AnyMachineSnapshot): Readonly<Record<string, number>> {
+    return this.#definition.timers?.(snapshot as never) ?? {};
   }
 
   #awaitVersion(
@@ -241,10 +317,14 @@ export class Activation implements CommitParticipant {
     this.#waiting.push({ version: reply.version, reply, effects, resolve, reject });
   }
 
-  committed(version: number): void {
+  committed(version: number, snapshot: SnapshotWrite | undefined): void {
     if (this.#status !== 'live') return;
     this.#committedVersion = version;
     this.#writtenThisEpoch = true;
+    if (snapshot) {
+      this.#snapshotVersion = snapshot.version;
+      this.#timersStored = JSON.stringify(snapshot.timers);
+    }
     let released = 0;
     while (released < this.#waiting.length && this.#waiting[released]!.version <= version) released++;
     for (const waiting of this.#waiting.splice(0, released)) {

@@ -1,6 +1,6 @@
 import type { EventObject } from 'xstate';
 import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEvent } from './actor-kind.js';
-import { Activation, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
+import { Activation, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
 import { HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
@@ -47,6 +47,18 @@ export interface LiveActorInfo {
   readonly timers: Readonly<Record<string, string>>;
   readonly activatedAt: string;
   readonly lastActivityAt: string;
+}
+
+export interface CommittedActorView {
+  /** Newest committed version. */
+  readonly version: number;
+  /** Version of the stored snapshot the state was rebuilt from. */
+  readonly snapshotVersion: number;
+  readonly epoch: number;
+  /** The committed state, as XState persists it. */
+  readonly state: unknown;
+  readonly timers: Readonly<Record<string, number>>;
+  readonly updatedAt: Date;
 }
 
 /**
@@ -134,6 +146,26 @@ export class ActorHost {
   inspect(kind: string, key: string): LiveActorInfo | undefined {
     const a = this.#live.get(actorId(kind, key));
     return a ? this.#describe(a) : undefined;
+  }
+
+  /**
+   * The committed state of an actor as stored (snapshot plus replayed journal), whether or not it is in memory;
+   * undefined when it has never been written. For inspection: it does not activate the actor.
+   */
+  async readCommitted(kind: string, key: string): Promise<CommittedActorView | undefined> {
+    const registered = this.#kinds.get(kind);
+    if (!registered) throw new UnknownActorKindError(kind);
+    const stored = await this.#store.load(kind, key);
+    if (!stored) return undefined;
+    const { snapshot } = restoreCommitted(registered.kind, key, stored);
+    return {
+      version: stored.version,
+      snapshotVersion: stored.snapshotVersion,
+      epoch: stored.epoch,
+      state: registered.kind.machine.getPersistedSnapshot(snapshot),
+      timers: stored.timers,
+      updatedAt: stored.updatedAt,
+    };
   }
 
   get liveCount(): number {

@@ -15,7 +15,10 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
   readonly input?: (key: string) => InputFrom<TMachine>;
   /** Durable deadlines (name → due time in ms) held by this snapshot. */
   readonly timers?: (snapshot: SnapshotFrom<TMachine>) => Readonly<Record<string, number>>;
-  /** What of an event the journal keeps; secrets an event carries must not reach operators or audit. */
+  /**
+   * What of an event the journal keeps; secrets an event carries must not reach operators or audit. A kind that
+   * redacts cannot be rebuilt by replaying its journal, so the host stores its snapshot with every event.
+   */
   readonly journalView?: (event: EventObject) => unknown;
   readonly policy?: Partial<ActorPolicy>;
 }
@@ -32,11 +35,14 @@ export interface ActorPolicy {
   readonly passivateAfterMs: number;
   /** Events accepted but not yet committed that one actor may hold before senders are told to back off. */
   readonly maxPendingEvents: number;
+  /** A snapshot is stored at least every this many events; loading replays at most this many journal rows. */
+  readonly snapshotEvery: number;
 }
 
 export const defaultActorPolicy: ActorPolicy = Object.freeze({
   passivateAfterMs: 5 * 60_000,
   maxPendingEvents: 1_000,
+  snapshotEvery: 64,
 });
 
 export interface TimerDueEvent {

@@ -1,4 +1,4 @@
-import type { ActorStore, CommitEntry, JournalRecord } from '../storage/actor-store.js';
+import type { ActorStore, CommitEntry, JournalRecord, SnapshotWrite } from '../storage/actor-store.js';
 import { actorId } from '../storage/actor-store.js';
 
 /** What a lane tells an activation about the writes it queued. */
@@ -7,7 +7,9 @@ export interface CommitParticipant {
   readonly kind: string;
   readonly key: string;
   readonly epoch: number;
-  committed(version: number): void;
+  /** The participant's snapshot as of its newest queued version, for a write that carries one. */
+  snapshotForCommit(): SnapshotWrite;
+  committed(version: number, snapshot: SnapshotWrite | undefined): void;
   fenced(): void;
   commitFailed(error: unknown): void;
 }
@@ -21,9 +23,15 @@ interface Pending {
   readonly participant: CommitParticipant;
   readonly baseVersion: number;
   version: number;
-  snapshot: unknown;
-  timers: Readonly<Record<string, number>>;
+  withSnapshot: boolean;
   readonly journal: JournalRecord[];
+}
+
+export interface QueuedWrite {
+  readonly baseVersion: number;
+  readonly record: JournalRecord;
+  /** This write must also store the snapshot (the lane stores the newest one of the batch). */
+  readonly withSnapshot: boolean;
 }
 
 /**
@@ -42,13 +50,7 @@ export class CommitLanes {
     );
   }
 
-  enqueue(participant: CommitParticipant, update: {
-    baseVersion: number;
-    version: number;
-    snapshot: unknown;
-    timers: Readonly<Record<string, number>>;
-    record: JournalRecord;
-  }): void {
+  enqueue(participant: CommitParticipant, update: QueuedWrite): void {
     this.#laneOf(participant.id).enqueue(participant, update);
   }
 
@@ -66,6 +68,15 @@ export class CommitLanes {
     for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 16777619);
     return this.#lanes[(hash >>> 0) % this.#lanes.length]!;
   }
+}
+
+function snapshotAt(pending: Pending): SnapshotWrite {
+  const snapshot = pending.participant.snapshotForCommit();
+  // Every newer event of the actor would have joined this pending write, so its state is exactly this version.
+  if (snapshot.version !== pending.version) {
+    throw new Error(`snapshot of ${pending.participant.id} is at ${snapshot.version}, batch at ${pending.version}`);
+  }
+  return snapshot;
 }
 
 class CommitLane {
@@ -86,24 +97,18 @@ class CommitLane {
     return !this.#inFlight && !this.#scheduled && this.#queued.size === 0;
   }
 
-  enqueue(
-    participant: CommitParticipant,
-    update: { baseVersion: number; version: number; snapshot: unknown; timers: Readonly<Record<string, number>>; record: JournalRecord },
-  ): void {
+  enqueue(participant: CommitParticipant, update: QueuedWrite): void {
     const pending = this.#queued.get(participant);
     if (pending) {
-      // Only the newest snapshot of an actor is written; every intermediate event still gets its journal row.
-      pending.version = update.version;
-      pending.snapshot = update.snapshot;
-      pending.timers = update.timers;
+      pending.version = update.record.version;
+      pending.withSnapshot ||= update.withSnapshot;
       pending.journal.push(update.record);
     } else {
       this.#queued.set(participant, {
         participant,
         baseVersion: update.baseVersion,
-        version: update.version,
-        snapshot: update.snapshot,
-        timers: update.timers,
+        version: update.record.version,
+        withSnapshot: update.withSnapshot,
         journal: [update.record],
       });
     }
@@ -133,16 +138,16 @@ class CommitLane {
     }
     for (const pending of batch) this.#queued.delete(pending.participant);
     this.#inFlight = true;
+    // Every event of an actor gets its journal row; a snapshot, when one is due, is the newest state only.
     const entries: CommitEntry[] = batch.map((p) => ({
       kind: p.participant.kind,
       key: p.participant.key,
       baseVersion: p.baseVersion,
-      version: p.version,
       epoch: p.participant.epoch,
-      snapshot: p.snapshot,
-      timers: p.timers,
       journal: p.journal,
+      ...(p.withSnapshot ? { snapshot: snapshotAt(p) } : {}),
     }));
+    const snapshots = entries.map((e) => e.snapshot);
     const started = performance.now();
     try {
       const { fenced } = await this.#store.commit(entries);
@@ -150,10 +155,10 @@ class CommitLane {
       for (const p of batch) events += p.journal.length;
       this.#observer?.batchCommitted(batch.length, events, performance.now() - started);
       this.#inFlight = false;
-      for (const p of batch) {
+      batch.forEach((p, i) => {
         if (fenced.has(actorId(p.participant.kind, p.participant.key))) p.participant.fenced();
-        else p.participant.committed(p.version);
-      }
+        else p.participant.committed(p.version, snapshots[i]);
+      });
     } catch (error) {
       this.#observer?.batchFailed(batch.length, error);
       this.#inFlight = false;

@@ -1,12 +1,16 @@
 /**
- * Where actor snapshots and their journal live. The host talks only to this interface; `storage/postgres` fills it.
+ * Where actor state lives. The journal is the write-ahead record: one row per accepted event, so every version is
+ * durable the moment its row commits. Snapshots are written now and then (and whenever the host needs one: the first
+ * write of an activation, which claims its epoch, or a change of durable timers); loading reads the snapshot and
+ * replays the journal rows after it. The host talks only to this interface; `storage/postgres` fills it.
  */
 export interface ActorStore {
   load(kind: string, key: string): Promise<StoredActor | undefined>;
   /**
-   * Writes many actors' progress as one atomic statement. Each entry is applied only if the stored row is still at
-   * `baseVersion` and its epoch is not newer than the entry's: entries that fail that fence are left out (with their
-   * journal rows) and named in `fenced`; the rest commit together or, on error, not at all (the promise rejects).
+   * Writes many actors' progress as one atomic statement. An entry applies only if the stored snapshot's epoch is not
+   * newer than the entry's and the journal ends exactly at `baseVersion`; entries that fail that fence are left out
+   * (with their journal rows and snapshot) and named in `fenced`. The rest commit together or, on error, not at all
+   * (the promise rejects).
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
@@ -19,10 +23,15 @@ export interface ActorStore {
 export interface StoredActor {
   readonly kind: string;
   readonly key: string;
+  /** Version of `snapshot`; the journal may hold later versions (`tail`). */
+  readonly snapshotVersion: number;
+  /** Newest journaled version: the actor's committed version. */
   readonly version: number;
   readonly epoch: number;
   readonly snapshot: unknown;
   readonly timers: Readonly<Record<string, number>>;
+  /** Journal records after the snapshot, oldest first, to replay. */
+  readonly tail: readonly JournalRecord[];
   readonly updatedAt: Date;
 }
 
@@ -33,17 +42,22 @@ export interface JournalRecord {
   readonly at: number;
 }
 
+export interface SnapshotWrite {
+  readonly version: number;
+  readonly snapshot: unknown;
+  readonly timers: Readonly<Record<string, number>>;
+}
+
 export interface CommitEntry {
   readonly kind: string;
   readonly key: string;
-  /** Version the stored row must have for this entry to apply; 0 when the actor has never been written. */
+  /** The journal must end at this version for the entry to apply; 0 when the actor has never been written. */
   readonly baseVersion: number;
-  readonly version: number;
   readonly epoch: number;
-  readonly snapshot: unknown;
-  readonly timers: Readonly<Record<string, number>>;
-  /** One record for each version in (baseVersion, version], in order. */
+  /** One record for each version after `baseVersion`, in order. */
   readonly journal: readonly JournalRecord[];
+  /** Present when this write also replaces the stored snapshot (always for an actor's first write). */
+  readonly snapshot?: SnapshotWrite;
 }
 
 export interface CommitOutcome {

@@ -12,14 +12,14 @@ import {
   type StoredActor,
 } from '../actor-store.js';
 
-interface SnapshotInput {
+interface EntryInput {
   kind: string;
   key: string;
   base_version: number;
-  version: number;
   epoch: number;
+  snapshot_version: number | null;
   snapshot: unknown;
-  timers: Readonly<Record<string, number>>;
+  timers: Readonly<Record<string, number>> | null;
   next_due_at: string | null;
 }
 
@@ -33,38 +33,37 @@ interface JournalInput {
 }
 
 /**
- * One statement per batch: the snapshot rows travel as a single jsonb array and are unpacked server-side, so a batch
- * of thousands of actors costs one round trip and one WAL flush. The fence is inside the statement: only rows whose
- * stored version is the entry's base and whose epoch is not newer are updated, and only those actors' journal rows
- * are inserted.
+ * One statement per batch: entries and journal rows travel as two jsonb arrays unpacked server-side, so a batch of
+ * thousands of actors costs one round trip and one WAL flush. The fence is inside the statement: an entry applies
+ * only if the stored epoch is not newer and the journal ends at its base version (two index probes, no write).
+ * Two writers passing the check at the same instant collide on the journal's primary key, which fails that whole
+ * batch: its actors reload, and nothing is written twice.
  */
 const COMMIT_BATCH = `
 WITH input AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(
-    kind text, key text, base_version int8, version int8, epoch int8, snapshot jsonb, timers jsonb,
+    kind text, key text, base_version int8, epoch int8, snapshot_version int8, snapshot jsonb, timers jsonb,
     next_due_at timestamptz)
-), updated AS (
-  UPDATE actor_snapshots s
-     SET version = i.version, epoch = i.epoch, snapshot = i.snapshot, timers = i.timers,
-         next_due_at = i.next_due_at, updated_at = now()
-    FROM input i
-   WHERE i.base_version > 0 AND s.kind = i.kind AND s.key = i.key
-     AND s.version = i.base_version AND s.epoch <= i.epoch
-  RETURNING s.kind, s.key
-), inserted AS (
+), allowed AS (
+  -- Scalar subqueries, not a join: each entry probes the primary key, whatever the table's size.
+  SELECT i.* FROM input i
+   WHERE COALESCE((SELECT s.epoch FROM actor_snapshots s WHERE s.kind = i.kind AND s.key = i.key), 0) <= i.epoch
+     AND NOT EXISTS (
+       SELECT 1 FROM actor_journal j WHERE j.kind = i.kind AND j.key = i.key AND j.version > i.base_version)
+), snapshots AS (
   INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at)
-  SELECT kind, key, version, epoch, snapshot, timers, next_due_at FROM input WHERE base_version = 0
-  ON CONFLICT (kind, key) DO NOTHING
-  RETURNING kind, key
-), won AS (
-  SELECT kind, key FROM updated UNION ALL SELECT kind, key FROM inserted
+  SELECT kind, key, snapshot_version, epoch, snapshot, timers, next_due_at FROM allowed WHERE snapshot_version IS NOT NULL
+  ON CONFLICT (kind, key) DO UPDATE
+     SET version = excluded.version, epoch = excluded.epoch, snapshot = excluded.snapshot, timers = excluded.timers,
+         next_due_at = excluded.next_due_at, updated_at = now()
+   WHERE actor_snapshots.epoch <= excluded.epoch AND actor_snapshots.version < excluded.version
 ), journal AS (
   INSERT INTO actor_journal (kind, key, version, epoch, event, at)
   SELECT e.kind, e.key, e.version, e.epoch, e.event, e.at
     FROM jsonb_to_recordset($2::jsonb) AS e(kind text, key text, version int8, epoch int8, event jsonb, at timestamptz)
-    JOIN won USING (kind, key)
+    JOIN allowed USING (kind, key)
 )
-SELECT kind, key FROM won`;
+SELECT kind, key FROM allowed`;
 
 export class PostgresActorStore implements ActorStore {
   readonly #db: Kysely<Database>;
@@ -83,31 +82,41 @@ export class PostgresActorStore implements ActorStore {
       .where('key', '=', key)
       .executeTakeFirst();
     if (!row) return undefined;
+    const tail = await this.#db
+      .selectFrom('actor_journal')
+      .select(['version', 'event', 'at'])
+      .where('kind', '=', kind)
+      .where('key', '=', key)
+      .where('version', '>', row.version)
+      .orderBy('version')
+      .execute();
     return {
       kind: row.kind,
       key: row.key,
-      version: row.version,
+      snapshotVersion: row.version,
+      version: tail.at(-1)?.version ?? row.version,
       epoch: row.epoch,
       snapshot: row.snapshot,
       timers: row.timers,
+      tail: tail.map((r) => ({ version: r.version, event: r.event, at: r.at.getTime() })),
       updatedAt: row.updated_at,
     };
   }
 
   async commit(entries: readonly CommitEntry[]): Promise<CommitOutcome> {
     if (entries.length === 0) return { fenced: new Set() };
-    const snapshots: SnapshotInput[] = [];
+    const input: EntryInput[] = [];
     const journal: JournalInput[] = [];
     for (const entry of entries) {
-      snapshots.push({
+      input.push({
         kind: entry.kind,
         key: entry.key,
         base_version: entry.baseVersion,
-        version: entry.version,
         epoch: entry.epoch,
-        snapshot: entry.snapshot,
-        timers: entry.timers,
-        next_due_at: earliest(entry.timers),
+        snapshot_version: entry.snapshot?.version ?? null,
+        snapshot: entry.snapshot?.snapshot ?? null,
+        timers: entry.snapshot?.timers ?? null,
+        next_due_at: entry.snapshot ? earliest(entry.snapshot.timers) : null,
       });
       for (const record of entry.journal) {
         journal.push({
@@ -120,17 +129,17 @@ export class PostgresActorStore implements ActorStore {
         });
       }
     }
-    // Straight through pg as a named statement: parsed and planned once per connection, not once per batch.
-    const result = await this.#pool.query<{ kind: string; key: string }>({
-      name: 'actor_commit_batch',
-      text: COMMIT_BATCH,
-      values: [JSON.stringify(snapshots), JSON.stringify(journal)],
-    });
-    const won = new Set(result.rows.map((r) => actorId(r.kind, r.key)));
+    // Unnamed, so each batch is planned for its own shape: a cached generic plan misjudges batches of one actor
+    // with hundreds of journal rows (measured twice as slow) and costs more than the 0.3 ms of planning it saves.
+    const result = await this.#pool.query<{ kind: string; key: string }>(COMMIT_BATCH, [
+      JSON.stringify(input),
+      JSON.stringify(journal),
+    ]);
+    const applied = new Set(result.rows.map((r) => actorId(r.kind, r.key)));
     const fenced = new Set<string>();
     for (const entry of entries) {
       const id = actorId(entry.kind, entry.key);
-      if (!won.has(id)) fenced.add(id);
+      if (!applied.has(id)) fenced.add(id);
     }
     return { fenced };
   }

@@ -42,9 +42,10 @@ const ActorDetailSchema = apiSchema(
     live: LiveActorSchema.nullable(),
     persisted: z
       .object({
-        version: z.number().int(),
+        version: z.number().int().describe('Newest committed version (journal head).'),
+        snapshotVersion: z.number().int().describe('Version of the stored snapshot the state was rebuilt from.'),
         epoch: z.number().int(),
-        snapshot: z.unknown(),
+        snapshot: z.unknown().describe('The committed state: stored snapshot with the journal after it replayed.'),
         timers: z.record(z.string(), z.string()),
         updatedAt: z.string(),
       })
@@ -122,14 +123,18 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       errors: [404],
       responses: { 200: { description: 'The actor.', schema: ActorDetailSchema } },
       handler: async ({ params }) => {
+        if (!deps.host.kinds.includes(params.kind)) {
+          throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${params.kind}`, { family: 'catalog' });
+        }
         const live = deps.host.inspect(params.kind, params.key) ?? null;
-        const stored = await deps.store.load(params.kind, params.key);
+        const stored = await deps.host.readCommitted(params.kind, params.key);
         if (!live && !stored) throw new HttpError(404, 'actor_not_found', `no actor ${params.kind}/${params.key}`, { family: 'catalog' });
         const persisted = stored
           ? {
               version: stored.version,
+              snapshotVersion: stored.snapshotVersion,
               epoch: stored.epoch,
-              snapshot: stored.snapshot,
+              snapshot: stored.state,
               timers: Object.fromEntries(Object.entries(stored.timers).map(([n, due]) => [n, new Date(due).toISOString()])),
               updatedAt: stored.updatedAt.toISOString(),
             }
