@@ -1,0 +1,397 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { decode, encode } from '@msgpack/msgpack';
+import { pino } from 'pino';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import WebSocket from 'ws';
+import * as z from 'zod';
+import { HttpError } from '../../transport/http/errors.js';
+import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
+import {
+  CloseCode,
+  defineWebSocketEndpoint,
+  mountWebSocketEndpoint,
+  type MountedWebSocketEndpoint,
+  type WebSocketEndpointDefinition,
+} from '../../transport/ws/endpoint.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * The WebSocket endpoint framework against a real uWS server on loopback, with the `ws` package as the client.
+ */
+const JSON_PROTOCOL = 'registry.v1.json';
+const MSGPACK_PROTOCOL = 'registry.v1.msgpack';
+const AUTH = { authorization: 'Bearer good' };
+const MAX_MESSAGE = 1024;
+const MAX_BACKPRESSURE = 256 * 1024;
+const BLOB_BYTES = 64 * 1024;
+const BIG = 2n ** 60n;
+
+const inbound = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('echo'), text: z.string(), n: z.number().optional() }),
+  z.object({ type: z.literal('fail') }),
+  z.object({ type: z.literal('refuse') }),
+  z.object({ type: z.literal('flood') }),
+]);
+type Inbound = z.infer<typeof inbound>;
+type Outbound =
+  | { type: 'echo'; text: string; n?: number; user: string; codec: string; big: bigint }
+  | { type: 'blob'; data: string }
+  | { type: 'hello' };
+interface User {
+  readonly name: string;
+}
+
+// --- what the server side observed ---------------------------------------------------------------------------------
+const closes: Array<{ name: string; code: number }> = [];
+const logs: Array<{ level: number; msg: string; endpoint?: string }> = [];
+const floods = new Map<string, { sent: number; maxBuffered: number; closedBySend: boolean }>();
+const lastFlood = (): { sent: number; maxBuffered: number; closedBySend: boolean } | undefined => [...floods.values()].at(-1);
+
+const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) });
+
+function endpoint(
+  overrides: Partial<WebSocketEndpointDefinition<User, Inbound, Outbound>> & { name: string; path: string },
+): WebSocketEndpointDefinition<User, Inbound, Outbound> {
+  return {
+    maxMessageBytes: MAX_MESSAGE,
+    maxBackpressureBytes: MAX_BACKPRESSURE,
+    idleTimeoutSeconds: 8,
+    inbound,
+    async authenticate(upgrade) {
+      await new Promise((resolve) => setTimeout(resolve, 5)); // a real await: the uWS request is gone by now
+      if (upgrade.headers.authorization !== 'Bearer good') {
+        throw new HttpError(401, 'unauthenticated', 'a valid bearer token is required', {
+          family: 'runtime',
+          headers: { 'www-authenticate': 'Bearer' },
+        });
+      }
+      return { name: 'alice' };
+    },
+    async onMessage(conn, message) {
+      switch (message.type) {
+        case 'echo':
+          conn.send({ ...message, user: conn.user.name, codec: conn.codec, big: BIG });
+          return;
+        case 'refuse':
+          throw new HttpError(409, 'echo_refused', 'this message is refused on purpose');
+        case 'fail':
+          await Promise.resolve();
+          throw new Error('handler exploded');
+        case 'flood': {
+          const result = { sent: 0, maxBuffered: 0, closedBySend: false };
+          floods.set(conn.id, result);
+          const data = 'x'.repeat(BLOB_BYTES);
+          for (let i = 0; i < 2_000; i += 1) {
+            result.maxBuffered = Math.max(result.maxBuffered, conn.bufferedBytes());
+            if (!conn.send({ type: 'blob', data })) break;
+            result.sent += 1;
+          }
+          result.closedBySend = conn.closed;
+          return;
+        }
+      }
+    },
+    ...overrides,
+  };
+}
+
+let app: TemplatedApp;
+let listenSocket: us_listen_socket;
+let port = 0;
+const mounted: MountedWebSocketEndpoint[] = [];
+const clients: WebSocket[] = [];
+
+test.before(async () => {
+  app = uws.App();
+  const deps = {
+    logger,
+    newRequestId: () => `req_${randomUUID()}`,
+    observer: { opened: () => undefined, closed: (name: string, code: number) => void closes.push({ name, code }) },
+  };
+  const control = defineWebSocketEndpoint<User, never, Outbound>({
+    ...endpoint({ name: 'control', path: '/control' }),
+    inbound: null,
+    onMessage: undefined,
+    onOpen: (conn) => void conn.send({ type: 'hello' }),
+  });
+  for (const definition of [
+    defineWebSocketEndpoint(endpoint({ name: 'echo', path: '/echo' })),
+    defineWebSocketEndpoint(endpoint({ name: 'slow', path: '/slow' })),
+    defineWebSocketEndpoint(endpoint({ name: 'limited', path: '/limited', messagesPerMinute: 5 })),
+    defineWebSocketEndpoint(endpoint({ name: 'draining', path: '/draining' })),
+  ]) {
+    mounted.push(mountWebSocketEndpoint(app, definition, deps));
+  }
+  mounted.push(mountWebSocketEndpoint(app, control, deps));
+  listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
+  });
+  port = uws.us_socket_local_port(listenSocket);
+});
+
+test.after(() => {
+  for (const client of clients) client.terminate();
+  for (const endpoint of mounted) endpoint.shutdown();
+  uws.us_listen_socket_close(listenSocket);
+  (app as TemplatedApp & { close(): void }).close(); // exists at run time, missing from the typings
+});
+
+// --- client helpers -----------------------------------------------------------------------------------------------
+interface Received {
+  readonly isBinary: boolean;
+  readonly value: Record<string, unknown>;
+}
+
+interface Client {
+  readonly ws: WebSocket;
+  readonly received: Received[];
+  pings: number;
+  closed?: { code: number; reason: string };
+  readonly errors: string[];
+}
+
+function openClient(path: string, protocols?: string[], headers: Record<string, string> = AUTH): Promise<Client> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, protocols, { headers });
+  clients.push(ws);
+  const client: Client = { ws, received: [], pings: 0, errors: [] };
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    const value = (isBinary ? decode(data, { useBigInt64: true }) : JSON.parse(data.toString('utf8'))) as Record<string, unknown>;
+    client.received.push({ isBinary, value });
+  });
+  ws.on('ping', () => (client.pings += 1));
+  ws.on('close', (code: number, reason: Buffer) => (client.closed = { code, reason: reason.toString('utf8') }));
+  ws.on('error', (error) => client.errors.push(error.message));
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(client));
+    ws.once('error', reject);
+  });
+}
+
+async function nextMessage(client: Client, index: number): Promise<Received> {
+  return waitFor(() => client.received[index], `message #${index}`, 5_000);
+}
+
+async function closeOf(client: Client): Promise<{ code: number; reason: string }> {
+  return waitFor(() => client.closed, 'the connection to close', 5_000);
+}
+
+/** An upgrade the server is expected to refuse: its status, headers and parsed body. */
+function refusedUpgrade(
+  path: string,
+  protocols: string[] | undefined,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: IncomingMessage['headers']; body: Record<string, unknown> }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, protocols, { headers });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => reject(new Error('the upgrade was accepted')));
+    ws.once('unexpected-response', (_req, res: IncomingMessage) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+      res.on('end', () => {
+        ws.terminate();
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) as Record<string, unknown> });
+      });
+    });
+    ws.once('error', (error) => reject(error));
+  });
+}
+
+// --- tests --------------------------------------------------------------------------------------------------------
+test('JSON subprotocol: text frames both ways, user and codec on the connection, bigint as a decimal string', async () => {
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  assert.is(client.ws.protocol, JSON_PROTOCOL);
+  client.ws.send(JSON.stringify({ type: 'echo', text: 'héllo', n: 1.5 }));
+  const reply = await nextMessage(client, 0);
+  assert.is(reply.isBinary, false);
+  assert.equal(reply.value, { type: 'echo', text: 'héllo', n: 1.5, user: 'alice', codec: JSON_PROTOCOL, big: BIG.toString() });
+  client.ws.close(1000);
+});
+
+test('msgpack subprotocol: binary frames both ways, int64 inbound read as number, bigint outbound as int64', async () => {
+  const client = await openClient('/echo', [MSGPACK_PROTOCOL]);
+  assert.is(client.ws.protocol, MSGPACK_PROTOCOL);
+  const now = Date.now(); // above 2^32: the client's encoder writes it as uint64
+  client.ws.send(encode({ type: 'echo', text: 'héllo', n: now }));
+  const reply = await nextMessage(client, 0);
+  assert.is(reply.isBinary, true);
+  assert.equal(reply.value, { type: 'echo', text: 'héllo', n: now, user: 'alice', codec: MSGPACK_PROTOCOL, big: BIG });
+  client.ws.close(1000);
+});
+
+test("the client's preference order decides among supported subprotocols", async () => {
+  const msgpackFirst = await openClient('/echo', [MSGPACK_PROTOCOL, JSON_PROTOCOL]);
+  assert.is(msgpackFirst.ws.protocol, MSGPACK_PROTOCOL);
+  const unknownFirst = await openClient('/echo', ['registry.v0.xml', JSON_PROTOCOL, MSGPACK_PROTOCOL]);
+  assert.is(unknownFirst.ws.protocol, JSON_PROTOCOL);
+  unknownFirst.ws.send(JSON.stringify({ type: 'echo', text: 'x' }));
+  assert.is((await nextMessage(unknownFirst, 0)).isBinary, false);
+  msgpackFirst.ws.close(1000);
+  unknownFirst.ws.close(1000);
+});
+
+test('no Sec-WebSocket-Protocol header: JSON, and no subprotocol echoed', async () => {
+  const client = await openClient('/echo');
+  assert.is(client.ws.protocol, '');
+  client.ws.send(JSON.stringify({ type: 'echo', text: 'plain' }));
+  const reply = await nextMessage(client, 0);
+  assert.is(reply.isBinary, false);
+  assert.is(reply.value.codec, JSON_PROTOCOL);
+  client.ws.close(1000);
+});
+
+test('only unsupported subprotocols: the upgrade is refused with 400 unsupported_subprotocol', async () => {
+  const refused = await refusedUpgrade('/echo', ['registry.v0.xml', 'graphql-ws'], AUTH);
+  assert.is(refused.status, 400);
+  assert.is(refused.headers['content-type'], 'application/problem+json');
+  assert.is(refused.body.code, 'unsupported_subprotocol');
+  assert.is(refused.body.requestId, refused.headers['x-request-id']);
+  assert.match(String(refused.body.detail), `${JSON_PROTOCOL}, ${MSGPACK_PROTOCOL}`);
+});
+
+test('authenticate throwing HttpError(401): the upgrade is refused with a problem+json 401', async () => {
+  const refused = await refusedUpgrade('/echo', [JSON_PROTOCOL], { authorization: 'Bearer bad' });
+  assert.is(refused.status, 401);
+  assert.is(refused.headers['content-type'], 'application/problem+json');
+  assert.is(refused.headers['www-authenticate'], 'Bearer');
+  assert.is(refused.body.code, 'unauthenticated');
+  assert.is(refused.body.status, 401);
+  assert.ok(typeof refused.body.requestId === 'string' && refused.body.requestId.startsWith('req_'));
+  assert.is(refused.body.requestId, refused.headers['x-request-id']);
+});
+
+test('a message that fails the inbound schema gets a validation_failed error and the connection stays open', async () => {
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  client.ws.send(JSON.stringify({ type: 'echo', text: 42 }));
+  const error = await nextMessage(client, 0);
+  assert.is(error.value.type, 'error');
+  assert.is(error.value.code, 'validation_failed');
+  const details = error.value.details as Array<{ pointer: string; in: string }>;
+  assert.equal(
+    details.map((d) => [d.pointer, d.in]),
+    [['/text', 'body']],
+  );
+  client.ws.send(JSON.stringify({ type: 'echo', text: 'still here' }));
+  assert.is((await nextMessage(client, 1)).value.text, 'still here');
+  assert.is(client.closed, undefined);
+  client.ws.close(1000);
+});
+
+test('frames the codec cannot read: wrong frame type closes 1003, undecodable bytes close 1007', async () => {
+  const binaryOnJson = await openClient('/echo', [JSON_PROTOCOL]);
+  binaryOnJson.ws.send(Buffer.from(JSON.stringify({ type: 'echo', text: 'x' })), { binary: true });
+  assert.is((await closeOf(binaryOnJson)).code, CloseCode.unsupportedFrame);
+
+  const brokenJson = await openClient('/echo', [JSON_PROTOCOL]);
+  brokenJson.ws.send('{"type": "echo", ');
+  assert.is((await closeOf(brokenJson)).code, CloseCode.undecodable);
+
+  const brokenMsgpack = await openClient('/echo', [MSGPACK_PROTOCOL]);
+  brokenMsgpack.ws.send(Buffer.from([0xc1]), { binary: true }); // 0xc1 is never used in msgpack
+  assert.is((await closeOf(brokenMsgpack)).code, CloseCode.undecodable);
+});
+
+test('inbound: null refuses any client message with 1008', async () => {
+  const client = await openClient('/control', [MSGPACK_PROTOCOL]);
+  assert.equal((await nextMessage(client, 0)).value, { type: 'hello' });
+  client.ws.send(encode({ type: 'echo', text: 'may I?' }));
+  const closed = await closeOf(client);
+  assert.is(closed.code, CloseCode.readOnly, JSON.stringify({ closed, errors: client.errors, closes: closes.slice(-3) }));
+  assert.match(closed.reason, 'accepts no client messages');
+  await waitFor(() => closes.some((c) => c.name === 'control' && c.code === CloseCode.readOnly), 'observer close');
+});
+
+test('oversized messages close with 1009 (a clean close frame up to uWS’s cut-off, a reported 1009 beyond it)', async () => {
+  const tooBig = (): number => closes.filter((c) => c.name === 'echo' && c.code === 1009).length;
+  const before = tooBig();
+  const slightly = await openClient('/echo', [JSON_PROTOCOL]);
+  slightly.ws.send(JSON.stringify({ type: 'echo', text: 'x'.repeat(MAX_MESSAGE) }));
+  const closed = await closeOf(slightly);
+  assert.is(closed.code, 1009);
+  assert.match(closed.reason, `over ${MAX_MESSAGE} bytes`);
+
+  const grossly = await openClient('/echo', [JSON_PROTOCOL]);
+  grossly.ws.send('x'.repeat(MAX_MESSAGE * 4));
+  // uWS cuts the TCP connection without a close frame; the client can only see an abnormal closure.
+  assert.is((await closeOf(grossly)).code, 1006);
+  await waitFor(
+    () => tooBig() === before + 2,
+    'both closes reported as 1009',
+  );
+});
+
+test('a client that stops reading is closed as a slow consumer and the buffer stays bounded', async () => {
+  const client = await openClient('/slow', [JSON_PROTOCOL]);
+  const slow = mounted.find((m) => m.name === 'slow');
+  assert.is(slow?.connectionCount(), 1);
+  (client.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+  client.ws.send(JSON.stringify({ type: 'flood' }));
+  const result = await waitFor(() => lastFlood()?.closedBySend && lastFlood(), 'the flood to end');
+  assert.ok(result.sent < 2_000, `stopped after ${result.sent} messages`);
+  assert.ok(
+    result.maxBuffered <= MAX_BACKPRESSURE + BLOB_BYTES + 64,
+    `buffered at most the limit plus one message (saw ${result.maxBuffered})`,
+  );
+  await waitFor(() => closes.some((c) => c.name === 'slow' && c.code === CloseCode.slowConsumer), 'observer 4008');
+  assert.is(slow?.connectionCount(), 0);
+  (client.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+  await closeOf(client);
+});
+
+test('heartbeats: the server pings an idle client', async () => {
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  // uWS pings after half of idleTimeoutSeconds (8 s) of silence.
+  await waitFor(() => client.pings > 0, 'a ping', 7_000);
+  assert.is(client.closed, undefined);
+  client.ws.close(1000);
+});
+
+test('over messagesPerMinute: a rate_limited error, then close 4029', async () => {
+  const client = await openClient('/limited', [JSON_PROTOCOL]);
+  for (let i = 0; i < 6; i += 1) client.ws.send(JSON.stringify({ type: 'echo', text: `#${i}` }));
+  const closed = await closeOf(client);
+  assert.is(closed.code, CloseCode.rateLimited);
+  assert.equal(
+    client.received.map((m) => m.value.type === 'error' ? m.value.code : m.value.text),
+    ['#0', '#1', '#2', '#3', '#4', 'rate_limited'],
+  );
+  await waitFor(() => closes.some((c) => c.name === 'limited' && c.code === CloseCode.rateLimited), 'observer 4029');
+});
+
+test('a handler that throws (async) is logged, the client gets an error message, and nothing else breaks', async () => {
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  client.ws.send(JSON.stringify({ type: 'fail' }));
+  const internal = await nextMessage(client, 0);
+  assert.equal(internal.value, { type: 'error', code: 'internal_error', message: 'the server failed to handle the message' });
+  assert.ok(logs.some((l) => l.level >= 50 && l.msg === 'message handler failed' && l.endpoint === 'echo'));
+
+  client.ws.send(JSON.stringify({ type: 'refuse' }));
+  const refused = await nextMessage(client, 1);
+  assert.equal(refused.value, { type: 'error', code: 'echo_refused', message: 'this message is refused on purpose' });
+
+  client.ws.send(JSON.stringify({ type: 'echo', text: 'alive' }));
+  assert.is((await nextMessage(client, 2)).value.text, 'alive');
+  assert.is(client.closed, undefined);
+  client.ws.close(1000);
+});
+
+test('shutdown closes open connections with 1001 and refuses new upgrades with 503', async () => {
+  const client = await openClient('/draining', [JSON_PROTOCOL]);
+  const draining = mounted.find((m) => m.name === 'draining');
+  draining?.shutdown();
+  assert.equal(await closeOf(client), { code: 1001, reason: 'server shutting down' });
+  const refused = await refusedUpgrade('/draining', [JSON_PROTOCOL], AUTH);
+  assert.is(refused.status, 503);
+  assert.is(refused.body.code, 'shutting_down');
+});
+
+test('definitions that uWS would abort the process for are refused up front', () => {
+  const base = endpoint({ name: 'bad', path: '/bad' });
+  assert.throws(() => defineWebSocketEndpoint({ ...base, idleTimeoutSeconds: 5 }), /idleTimeoutSeconds/);
+  assert.throws(() => defineWebSocketEndpoint({ ...base, idleTimeoutSeconds: 10 }), /multiple of 4/);
+  assert.throws(() => defineWebSocketEndpoint({ ...base, maxBackpressureBytes: 0 }), /maxBackpressureBytes/);
+  assert.ok(Object.isFrozen(defineWebSocketEndpoint(base)));
+});
+
+test.run();

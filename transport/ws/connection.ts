@@ -1,0 +1,197 @@
+import type { Logger } from 'pino';
+import type { ErrorDetail } from '../http/errors.js';
+import type { WebSocket } from '../uws.js';
+import type { WsCodec } from './codecs.js';
+
+/** Close codes this framework sends or reports; see the comment at the top of endpoint.ts for why each exists. */
+export const CloseCode = Object.freeze({
+  normal: 1000,
+  goingAway: 1001,
+  unsupportedFrame: 1003,
+  undecodable: 1007,
+  readOnly: 1008,
+  messageTooBig: 1009,
+  internalError: 1011,
+  slowConsumer: 4008,
+  rateLimited: 4029,
+} as const);
+
+/** A protocol-level error the framework (or a handler throwing an HttpError) reports to the client in-band. */
+export interface WsError {
+  readonly code: string;
+  readonly message: string;
+  readonly details?: readonly ErrorDetail[];
+}
+
+/** What a client receives for a WsError unless the endpoint renders its own (`errorMessage`). */
+export interface WsErrorMessage extends WsError {
+  readonly type: 'error';
+}
+
+/** One open WebSocket as endpoint handlers see it. */
+export interface WsConnection<TUser, TOut> {
+  /** The request id of the upgrade, so the upgrade's log lines and the connection's correlate. */
+  readonly id: string;
+  readonly user: TUser;
+  /** The subprotocol token of the codec in use. */
+  readonly codec: string;
+  /** Bound to the endpoint name and connection id. */
+  readonly logger: Logger;
+  readonly closed: boolean;
+  /**
+   * Encodes and sends. False when the connection is closed, or when this send pushed it past its backpressure limit,
+   * in which case it has just been closed with 4008. Throws only if the message cannot be encoded.
+   */
+  send(message: TOut): boolean;
+  /** Closes with a close frame; idempotent, and a no-op once the socket has closed. */
+  close(code?: number, reason?: string): void;
+  /** Bytes queued in user space waiting for the client to read; 0 once closed. */
+  bufferedBytes(): number;
+}
+
+/** What uWS keeps for us on each socket (it copies the object's properties, so we store one reference). */
+export interface SocketData<TUser, TOut> {
+  readonly connection: EndpointConnection<TUser, TOut>;
+  readonly codec: WsCodec;
+}
+
+export interface ConnectionLimits {
+  readonly maxBackpressureBytes: number;
+  readonly messagesPerMinute: number | undefined;
+}
+
+/** uWS `send` result meaning the message was not queued because the socket was over `maxBackpressure`. */
+const SEND_DROPPED = 2;
+/** A close frame carries at most 125 bytes: two for the code, the rest for the reason. */
+const MAX_REASON_BYTES = 123;
+
+/**
+ * The uWS socket is only valid from `open` until its `close` event; after that any call on it throws. So the
+ * connection holds the socket only while it is open and forgets it on close, and every method checks that first.
+ */
+export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut> {
+  readonly id: string;
+  readonly user: TUser;
+  readonly codec: string;
+  readonly logger: Logger;
+  readonly #encoder: WsCodec;
+  readonly #limits: ConnectionLimits;
+  readonly #renderError: (error: WsError) => unknown;
+  readonly #bucket: TokenBucket | undefined;
+  #socket: WebSocket<SocketData<TUser, TOut>> | undefined;
+  #closed = false;
+
+  constructor(options: {
+    id: string;
+    user: TUser;
+    codec: WsCodec;
+    logger: Logger;
+    limits: ConnectionLimits;
+    renderError: (error: WsError) => unknown;
+  }) {
+    this.id = options.id;
+    this.user = options.user;
+    this.codec = options.codec.subprotocol;
+    this.logger = options.logger;
+    this.#encoder = options.codec;
+    this.#limits = options.limits;
+    this.#renderError = options.renderError;
+    const perMinute = options.limits.messagesPerMinute;
+    this.#bucket = perMinute === undefined ? undefined : new TokenBucket(perMinute);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Called from the uWS `open` handler. */
+  attach(socket: WebSocket<SocketData<TUser, TOut>>): void {
+    this.#socket = socket;
+  }
+
+  /** Called from the uWS `close` handler: from here on the socket must not be touched. */
+  detach(): void {
+    this.#closed = true;
+    this.#socket = undefined;
+  }
+
+  send(message: TOut): boolean {
+    return this.#write(message);
+  }
+
+  sendError(error: WsError): boolean {
+    return this.#write(this.#renderError(error));
+  }
+
+  close(code: number = CloseCode.normal, reason = ''): void {
+    if (!isSendableCloseCode(code)) throw new RangeError(`${code} is not a close code an endpoint may send`);
+    const socket = this.#socket;
+    this.#closed = true;
+    if (!socket) return;
+    this.#socket = undefined;
+    // uWS calls our close handler synchronously from end(), which detaches again; that is harmless.
+    socket.end(code, truncateUtf8(reason, MAX_REASON_BYTES));
+  }
+
+  bufferedBytes(): number {
+    return this.#socket?.getBufferedAmount() ?? 0;
+  }
+
+  /** Takes one inbound message from the rate budget; false when the client is over `messagesPerMinute`. */
+  admitMessage(now = performance.now()): boolean {
+    return this.#bucket?.take(now) ?? true;
+  }
+
+  #write(message: unknown): boolean {
+    const socket = this.#socket;
+    if (this.#closed || !socket) return false;
+    const payload = this.#encoder.encode(message);
+    let status = 0;
+    socket.cork(() => {
+      status = socket.send(payload, this.#encoder.binary);
+    });
+    if (!this.#socket) return false;
+    // Checked after every send, so the buffer never holds more than the limit plus one message.
+    if (status === SEND_DROPPED || socket.getBufferedAmount() > this.#limits.maxBackpressureBytes) {
+      this.logger.warn({ bufferedBytes: socket.getBufferedAmount() }, 'closing slow consumer');
+      this.close(CloseCode.slowConsumer, 'slow consumer');
+      return false;
+    }
+    return true;
+  }
+}
+
+/** A burst of up to `perMinute` messages, refilled continuously at `perMinute` per minute. */
+class TokenBucket {
+  readonly #capacity: number;
+  readonly #perMs: number;
+  #tokens: number;
+  #last: number;
+
+  constructor(perMinute: number, now = performance.now()) {
+    this.#capacity = perMinute;
+    this.#perMs = perMinute / 60_000;
+    this.#tokens = perMinute;
+    this.#last = now;
+  }
+
+  take(now: number): boolean {
+    this.#tokens = Math.min(this.#capacity, this.#tokens + (now - this.#last) * this.#perMs);
+    this.#last = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+}
+
+/** RFC 6455 §7.4: 1004–1006 and 1015 are reserved for reporting and must never appear in a close frame. */
+function isSendableCloseCode(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}
+
+function truncateUtf8(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= maxBytes) return text;
+  // Drop a trailing partial character rather than send invalid UTF-8, which the client would treat as a protocol error.
+  return new TextDecoder().decode(bytes.subarray(0, maxBytes)).replace(/\uFFFD$/, '');
+}

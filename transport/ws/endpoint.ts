@@ -1,0 +1,365 @@
+/**
+ * WebSocket endpoints on uWebSockets.js. An endpoint is frozen data (`defineWebSocketEndpoint`) mounted on an app
+ * (`mountWebSocketEndpoint`). The framework owns what no handler should have to get right on its own: the codec, the
+ * authenticated upgrade, the limits, the heartbeats, and turning every failure into a reason the client can read.
+ *
+ * Handshake
+ *   The client lists subprotocols in its order of preference and the first one the endpoint supports is echoed. With
+ *   no `Sec-WebSocket-Protocol` header the endpoint's first codec (JSON) is used and nothing is echoed, because a
+ *   browser fails a handshake that names a subprotocol it did not offer. Offering only unknown subprotocols is refused
+ *   with 400 `unsupported_subprotocol` listing the supported ones: an explained refusal beats a silently dead socket.
+ *   The codec is checked before `authenticate`, so no credential work is spent on a doomed request. `authenticate`
+ *   throwing an HttpError refuses the upgrade with that status and a problem+json body (`code`, `requestId`); any other
+ *   throw is logged and answered 500 `internal_error`.
+ *
+ * Close codes (so a client learns why it was dropped without anyone reading server logs)
+ *   1000  conn.close() default.
+ *   1001  shutdown(): go away and reconnect, nothing was wrong with the client.
+ *   1003  a text frame on a binary subprotocol or the reverse: the client runs another codec than it negotiated,
+ *         so every later message would fail too.
+ *   1007  bytes the codec cannot decode: likewise, the stream is not the protocol any more.
+ *   1008  any message to an endpoint with `inbound: null` (read-only channels): a client that writes there is
+ *         confused, and ignoring it would hide the bug.
+ *   1009  a message over maxMessageBytes. uWS itself does not send 1009: past its maxPayloadLength it cuts the TCP
+ *         connection (the client sees 1006). So uWS's limit is set to twice ours and we close with a proper 1009 in
+ *         between; beyond that uWS's cut stands, and onClose and the observer are told 1009 all the same.
+ *   1011  onOpen failed: the connection has no state to be served from.
+ *   4008  slow consumer: a send left more than maxBackpressureBytes queued for a client that does not read. Closing is
+ *         the only way to keep server memory bounded; the client must reconnect and resynchronise. (4000 + 408.)
+ *         The close frame queues behind the unread data, so such a client usually sees 1006; onClose and the
+ *         observer get 4008.
+ *   4029  over messagesPerMinute (a token bucket: bursts of N, N per minute sustained); a `rate_limited` error message
+ *         goes first. (4000 + 429.)
+ *   Heartbeat failures are uWS's: a peer silent for idleTimeoutSeconds is cut, reported as 1006.
+ *
+ * In-band error messages: `{ type: 'error', code, message, details? }` unless the endpoint renders its own
+ *   validation_failed  the decoded message failed the `inbound` schema; `details` point into it (JSON Pointers). The
+ *                      connection stays open: one bad message is a client bug to report, not a session to drop.
+ *   <HttpError code>   onMessage threw an HttpError: its code and message are meant for the client.
+ *   internal_error     onMessage threw or rejected with anything else: logged with its stack, no detail leaks, and
+ *                      the process never goes down for it.
+ *
+ * Heartbeats: uWS `idleTimeout` with `sendPingsAutomatically`. uWS pings a peer silent for the timeout minus a margin
+ * (4 s at 8–15 s, up to 16 s for long timeouts) and cuts it when nothing, not even a pong, came back by the end of the
+ * timeout, so dead peers and their buffers go away even while we keep sending. uWS aborts the process (it does not
+ * throw) for an idleTimeout other than 0 or 8–960, so the definition checks it up front, and asks for a multiple of 4,
+ * uWS's timer granularity (a timer may fire up to 4 s early).
+ *
+ * Ordering: onMessage is called synchronously from the uWS handler in arrival order; an async onMessage is not awaited
+ * before the next message is delivered. Ordering beyond that belongs to the actor mailbox the handler sends into.
+ */
+import type { Logger } from 'pino';
+import type { us_socket_context_t } from 'uWebSockets.js';
+import type * as z from 'zod';
+import { HttpError, type ErrorDetail } from '../http/errors.js';
+import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
+import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
+import { CloseCode, EndpointConnection, type SocketData, type WsConnection, type WsError } from './connection.js';
+import { captureUpgradeRequest, refuseUpgrade, routeParameterNames, type UpgradeRequest } from './upgrade.js';
+
+export { CloseCode, type WsConnection, type WsError, type WsErrorMessage } from './connection.js';
+export { jsonCodec, msgpackCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
+export type { UpgradeRequest } from './upgrade.js';
+
+export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
+  /** uWS route pattern, e.g. `/v1/runtime/sessions/:sessionId/socket`. */
+  readonly path: string;
+  /** For logs and metrics. */
+  readonly name: string;
+  /** Supported codecs; defaults to JSON then msgpack. The first is used when the client names no subprotocol. */
+  readonly codecs?: readonly WsCodec[];
+  /** Largest client message, in bytes of the frame payload. */
+  readonly maxMessageBytes: number;
+  /** Largest amount of outbound data queued for one client before it is closed as a slow consumer (4008). */
+  readonly maxBackpressureBytes: number;
+  /** Heartbeat: a multiple of 4 from 8 to 960. */
+  readonly idleTimeoutSeconds: number;
+  /** Per-connection rate limit on client messages; absent means none. */
+  readonly messagesPerMinute?: number;
+  /** Schema of client messages; `null` refuses every client message (1008). */
+  readonly inbound: z.ZodType<TIn> | null;
+  /** Returns the connection's user, or throws an HttpError to refuse the upgrade with its status. */
+  authenticate(upgrade: UpgradeRequest): Promise<TUser>;
+  onOpen?(conn: WsConnection<TUser, TOut>): void | Promise<void>;
+  onMessage?(conn: WsConnection<TUser, TOut>, message: TIn): void | Promise<void>;
+  /** After the socket closed: `conn.send` is a no-op from here. */
+  onClose?(conn: WsConnection<TUser, TOut>, code: number, reason: string): void | Promise<void>;
+  /** Renders a framework error as this protocol's own error message; default `{ type: 'error', code, message }`. */
+  errorMessage?(error: WsError): TOut;
+}
+
+export type WebSocketEndpoint<TUser, TIn, TOut> = Readonly<
+  WebSocketEndpointDefinition<TUser, TIn, TOut> & {
+    readonly codecs: readonly WsCodec[];
+    /** The subprotocol tokens offered, in the order of `codecs`. */
+    readonly subprotocols: readonly string[];
+  }
+>;
+
+/** Checks the limits once, at startup (some bad values make uWS abort the process later), and freezes the result. */
+export function defineWebSocketEndpoint<TUser, TIn, TOut>(
+  definition: WebSocketEndpointDefinition<TUser, TIn, TOut>,
+): WebSocketEndpoint<TUser, TIn, TOut> {
+  const codecs = Object.freeze([...(definition.codecs ?? DEFAULT_CODECS)]);
+  const subprotocols = Object.freeze(codecs.map((codec) => codec.subprotocol));
+  const problems: string[] = [];
+  if (!definition.path.startsWith('/')) problems.push('path must start with "/"');
+  if (definition.name.trim() === '') problems.push('name must not be empty');
+  if (codecs.length === 0) problems.push('at least one codec is required');
+  if (new Set(subprotocols).size !== subprotocols.length) problems.push('codec subprotocols must be distinct');
+  if (!isPositiveInteger(definition.maxMessageBytes)) problems.push('maxMessageBytes must be a positive integer');
+  if (!isPositiveInteger(definition.maxBackpressureBytes)) {
+    problems.push('maxBackpressureBytes must be a positive integer');
+  }
+  const idle = definition.idleTimeoutSeconds;
+  if (!Number.isInteger(idle) || idle < 8 || idle > 960 || idle % 4 !== 0) {
+    problems.push('idleTimeoutSeconds must be a multiple of 4 from 8 to 960 (uWS aborts the process otherwise)');
+  }
+  const rate = definition.messagesPerMinute;
+  if (rate !== undefined && !isPositiveInteger(rate)) problems.push('messagesPerMinute must be a positive integer');
+  if (problems.length > 0) {
+    throw new Error(`WebSocket endpoint ${definition.name || definition.path}: ${problems.join('; ')}`);
+  }
+  return Object.freeze({ ...definition, codecs, subprotocols });
+}
+
+export interface WebSocketObserver {
+  opened(name: string): void;
+  closed(name: string, code: number): void;
+}
+
+export interface WebSocketDeps {
+  readonly logger: Logger;
+  readonly observer?: WebSocketObserver;
+  newRequestId(): string;
+}
+
+export interface MountedWebSocketEndpoint {
+  readonly name: string;
+  /** Open connections. */
+  connectionCount(): number;
+  /** Refuses further upgrades (503 `shutting_down`) and closes every open connection, 1001 by default. */
+  shutdown(code?: number, reason?: string): void;
+}
+
+/** uWS's own limit, past which it cuts the TCP connection without a close frame; below it we answer 1009. */
+const UWS_PAYLOAD_FACTOR = 2;
+/** The close reason uWS reports when it cut a connection over its maxPayloadLength. */
+const UWS_TOO_BIG_REASON = 'Received too big message';
+const ABNORMAL_CLOSURE = 1006;
+
+/** Registers the endpoint's route on the app; the handle returned is for metrics and shutdown. */
+export function mountWebSocketEndpoint<TUser, TIn, TOut>(
+  app: TemplatedApp,
+  endpoint: WebSocketEndpoint<TUser, TIn, TOut>,
+  deps: WebSocketDeps,
+): MountedWebSocketEndpoint {
+  const logger = deps.logger.child({ endpoint: endpoint.name });
+  const parameterNames = routeParameterNames(endpoint.path);
+  const open = new Set<EndpointConnection<TUser, TOut>>();
+  let shuttingDown = false;
+  const renderError = (error: WsError): unknown =>
+    endpoint.errorMessage ? endpoint.errorMessage(error) : { type: 'error', ...error };
+
+  async function upgrade(
+    res: HttpResponse,
+    request: UpgradeRequest,
+    context: us_socket_context_t,
+    isAborted: () => boolean,
+  ): Promise<void> {
+    const headers = request.headers;
+    const choice = chooseCodec(headers['sec-websocket-protocol'] ?? '', endpoint.codecs);
+    if (choice.kind === 'unsupported') {
+      const supported = endpoint.subprotocols.join(', ');
+      refuseUpgrade(res, unsupportedSubprotocol(choice.offered, supported), request.requestId);
+      return;
+    }
+    let user: TUser;
+    try {
+      user = await endpoint.authenticate(request);
+    } catch (error) {
+      const requestId = request.requestId;
+      let refusal: HttpError;
+      if (error instanceof HttpError) {
+        refusal = error;
+        logger.info({ requestId, status: error.status, code: error.code }, 'upgrade refused');
+      } else {
+        refusal = new HttpError(500, 'internal_error', 'authentication failed');
+        logger.error({ err: error, requestId }, 'authenticate failed');
+      }
+      if (!isAborted()) refuseUpgrade(res, refusal, requestId);
+      return;
+    }
+    if (isAborted()) {
+      logger.debug({ requestId: request.requestId }, 'client went away during the upgrade');
+      return;
+    }
+    if (shuttingDown) {
+      refuseUpgrade(res, new HttpError(503, 'shutting_down', 'the server is shutting down'), request.requestId);
+      return;
+    }
+    const connection = new EndpointConnection<TUser, TOut>({
+      id: request.requestId,
+      user,
+      codec: choice.codec,
+      logger: logger.child({ connectionId: request.requestId }),
+      limits: { maxBackpressureBytes: endpoint.maxBackpressureBytes, messagesPerMinute: endpoint.messagesPerMinute },
+      renderError,
+    });
+    const data: SocketData<TUser, TOut> = { connection, codec: choice.codec };
+    res.cork(() => {
+      res.upgrade(
+        data,
+        headers['sec-websocket-key'] ?? '',
+        choice.subprotocol,
+        headers['sec-websocket-extensions'] ?? '',
+        context,
+      );
+    });
+  }
+
+  function handlerFailed(conn: EndpointConnection<TUser, TOut>, error: unknown): void {
+    if (error instanceof HttpError) {
+      conn.logger.info({ code: error.code }, 'message handler refused the message');
+      conn.sendError({ code: error.code, message: error.message, ...detailsOf(error.details) });
+      return;
+    }
+    conn.logger.error({ err: error }, 'message handler failed');
+    conn.sendError({ code: 'internal_error', message: 'the server failed to handle the message' });
+  }
+
+  function receive(socket: SocketData<TUser, TOut>, payload: ArrayBuffer, isBinary: boolean): void {
+    const { connection: conn, codec } = socket;
+    if (conn.closed) return;
+    if (payload.byteLength > endpoint.maxMessageBytes) {
+      conn.close(CloseCode.messageTooBig, `message over ${endpoint.maxMessageBytes} bytes`);
+      return;
+    }
+    if (endpoint.inbound === null) {
+      conn.close(CloseCode.readOnly, 'this channel accepts no client messages');
+      return;
+    }
+    if (!conn.admitMessage()) {
+      conn.sendError({ code: 'rate_limited', message: `more than ${endpoint.messagesPerMinute} messages per minute` });
+      conn.close(CloseCode.rateLimited, 'rate limited');
+      return;
+    }
+    if (codec.binary !== isBinary) {
+      conn.close(CloseCode.unsupportedFrame, `${codec.subprotocol} takes ${codec.binary ? 'binary' : 'text'} frames`);
+      return;
+    }
+    let decoded: unknown;
+    try {
+      decoded = codec.decode(payload);
+    } catch {
+      conn.close(CloseCode.undecodable, `not a ${codec.subprotocol} message`);
+      return;
+    }
+    const parsed = endpoint.inbound.safeParse(decoded);
+    if (!parsed.success) {
+      const details = parsed.error.issues.map((issue) => issueDetail(issue));
+      conn.sendError({ code: 'validation_failed', message: 'the message did not validate', details });
+      return;
+    }
+    const data = parsed.data;
+    runHandler(() => endpoint.onMessage?.(conn, data), (error) => handlerFailed(conn, error));
+  }
+
+  app.ws<SocketData<TUser, TOut>>(endpoint.path, {
+    compression: uws.DISABLED,
+    maxPayloadLength: endpoint.maxMessageBytes * UWS_PAYLOAD_FACTOR,
+    maxBackpressure: endpoint.maxBackpressureBytes,
+    // A safety net for sends that bypass conn.send (pings); conn.send closes with 4008 before uWS would drop.
+    // uWS's typings declare this a number; the binding reads it as a boolean.
+    closeOnBackpressureLimit: 1,
+    idleTimeout: endpoint.idleTimeoutSeconds,
+    sendPingsAutomatically: true,
+    upgrade(res: HttpResponse, req: HttpRequest, context) {
+      let aborted = false;
+      res.onAborted(() => {
+        aborted = true;
+      });
+      const request = captureUpgradeRequest(res, req, parameterNames, deps.newRequestId());
+      upgrade(res, request, context, () => aborted).catch((error: unknown) => {
+        logger.error({ err: error, requestId: request.requestId }, 'upgrade failed');
+      });
+    },
+    open(ws: WebSocket<SocketData<TUser, TOut>>) {
+      const conn = ws.getUserData().connection;
+      conn.attach(ws);
+      open.add(conn);
+      deps.observer?.opened(endpoint.name);
+      conn.logger.debug({ codec: conn.codec }, 'connection opened');
+      const failed = (error: unknown): void => {
+        conn.logger.error({ err: error }, 'onOpen failed');
+        conn.close(CloseCode.internalError, 'internal error');
+      };
+      runHandler(() => endpoint.onOpen?.(conn), failed);
+    },
+    message(ws: WebSocket<SocketData<TUser, TOut>>, payload: ArrayBuffer, isBinary: boolean) {
+      receive(ws.getUserData(), payload, isBinary);
+    },
+    drain(ws: WebSocket<SocketData<TUser, TOut>>) {
+      ws.getUserData().connection.logger.trace({ bufferedBytes: ws.getBufferedAmount() }, 'drained');
+    },
+    close(ws: WebSocket<SocketData<TUser, TOut>>, wireCode: number, message: ArrayBuffer) {
+      const conn = ws.getUserData().connection;
+      conn.detach();
+      open.delete(conn);
+      const reason = Buffer.from(message).toString('utf8');
+      const code = wireCode === ABNORMAL_CLOSURE && reason === UWS_TOO_BIG_REASON ? CloseCode.messageTooBig : wireCode;
+      deps.observer?.closed(endpoint.name, code);
+      conn.logger.debug({ code, reason }, 'connection closed');
+      runHandler(
+        () => endpoint.onClose?.(conn, code, reason),
+        (error) => conn.logger.error({ err: error }, 'onClose failed'),
+      );
+    },
+  });
+
+  return Object.freeze({
+    name: endpoint.name,
+    connectionCount: () => open.size,
+    shutdown(code: number = CloseCode.goingAway, reason = 'server shutting down') {
+      shuttingDown = true;
+      for (const conn of [...open]) conn.close(code, reason);
+    },
+  });
+}
+
+/** Handlers may be sync or async; either way a failure reaches `onError`, never the process. */
+function runHandler(call: () => void | Promise<void> | undefined, onError: (error: unknown) => void): void {
+  try {
+    const pending = call();
+    if (pending instanceof Promise) pending.catch(onError);
+  } catch (error) {
+    onError(error);
+  }
+}
+
+function unsupportedSubprotocol(offered: readonly string[], supported: string): HttpError {
+  const message = `none of the offered subprotocols is supported; use one of: ${supported}`;
+  return new HttpError(400, 'unsupported_subprotocol', message, {
+    details: [
+      {
+        pointer: '/sec-websocket-protocol',
+        in: 'header',
+        code: 'unsupported',
+        message: `offered ${offered.join(', ')}; supported ${supported}`,
+      },
+    ],
+  });
+}
+
+function issueDetail(issue: z.core.$ZodIssue): ErrorDetail {
+  const pointer = issue.path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+  return { pointer, in: 'body', code: issue.code, message: issue.message };
+}
+
+function detailsOf(details: readonly ErrorDetail[]): { details?: readonly ErrorDetail[] } {
+  return details.length > 0 ? { details } : {};
+}
+
+function isPositiveInteger(value: number): boolean {
+  return Number.isInteger(value) && value > 0;
+}

@@ -1,0 +1,68 @@
+import { renderError, statusTitle, type HttpError } from '../http/errors.js';
+import type { HttpRequest, HttpResponse } from '../uws.js';
+
+/**
+ * The WebSocket upgrade request as `authenticate` sees it. uWS's HttpRequest lives on the stack and is gone after the
+ * first await, so everything is copied out of it synchronously into this plain value.
+ */
+export interface UpgradeRequest {
+  readonly requestId: string;
+  /** Upper case, as sent. */
+  readonly method: string;
+  /** Path only, without the query string. */
+  readonly url: string;
+  /** Raw query string, without the `?`; empty when there is none. */
+  readonly query: string;
+  /** Values of the route pattern's `:name` segments. */
+  readonly params: Readonly<Record<string, string>>;
+  /** Every header, names lower case; repeated headers are joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly remoteAddress: string;
+}
+
+/** The `:name` segments of a uWS route pattern, in order (uWS hands their values back by index). */
+export function routeParameterNames(pattern: string): readonly string[] {
+  return pattern
+    .split('/')
+    .filter((segment) => segment.startsWith(':'))
+    .map((segment) => segment.slice(1));
+}
+
+export function captureUpgradeRequest(
+  res: HttpResponse,
+  req: HttpRequest,
+  parameterNames: readonly string[],
+  requestId: string,
+): UpgradeRequest {
+  const headers: Record<string, string> = {};
+  req.forEach((name, value) => {
+    const previous = headers[name];
+    headers[name] = previous === undefined ? value : `${previous}, ${value}`;
+  });
+  const params: Record<string, string> = {};
+  parameterNames.forEach((name, index) => {
+    params[name] = req.getParameter(index);
+  });
+  return Object.freeze({
+    requestId,
+    method: req.getMethod().toUpperCase(),
+    url: req.getUrl(),
+    query: req.getQuery(),
+    params: Object.freeze(params),
+    headers: Object.freeze(headers),
+    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString('utf8'),
+  });
+}
+
+/** Answers the upgrade request with an HTTP error instead of switching protocols. The caller checks for abort. */
+export function refuseUpgrade(res: HttpResponse, error: HttpError, requestId: string): void {
+  const rendered = renderError(error, 'problem', requestId);
+  res.cork(() => {
+    res.writeStatus(`${rendered.status} ${statusTitle(rendered.status)}`);
+    for (const [name, value] of Object.entries(rendered.headers)) res.writeHeader(name, value);
+    res.writeHeader('content-type', rendered.contentType);
+    res.writeHeader('cache-control', 'no-store');
+    res.writeHeader('x-request-id', requestId);
+    res.end(JSON.stringify(rendered.body));
+  });
+}
