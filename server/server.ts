@@ -11,12 +11,13 @@ import { migrateToLatest } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
 import type { CredentialVerifiers } from '../transport/http/credentials.js';
-import { HttpGateway } from '../transport/http/gateway.js';
+import { HttpGateway, newRequestId } from '../transport/http/gateway.js';
 import { buildOpenApiDocument } from '../transport/http/openapi.js';
 import type { AnyRoute } from '../transport/http/route.js';
 import { statusRoutes } from '../transport/http/routes/status.routes.js';
 import { operatorVerifier, opsRoutes } from '../transport/ops/ops.routes.js';
 import { closeApp, uws, type TemplatedApp, type us_listen_socket } from '../transport/uws.js';
+import { mountWebSocketEndpoint, type MountedWebSocketEndpoint, type WebSocketEndpoint } from '../transport/ws/endpoint.js';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './logger.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
@@ -37,8 +38,11 @@ export interface ServerParts {
   readonly kinds?: readonly ActorKind[];
   readonly routes?: (services: ServerServices) => readonly AnyRoute[];
   readonly verifiers?: CredentialVerifiers;
-  readonly mountSockets?: (app: TemplatedApp, services: ServerServices) => void;
+  /** Socket endpoints, mounted through `mount` so each gets the server's logger, metrics and shutdown. */
+  readonly sockets?: (services: ServerServices, mount: SocketMounter) => void;
 }
+
+export type SocketMounter = <TUser, TIn, TOut>(endpoint: WebSocketEndpoint<TUser, TIn, TOut>) => void;
 
 export interface RunningServer {
   readonly port: number;
@@ -138,7 +142,11 @@ export async function startServer(
       observer: metrics.http,
     });
     const app = uws.App();
-    parts.mountSockets?.(app, services);
+    const sockets: MountedWebSocketEndpoint[] = [];
+    const socketLogger = logger.child({ component: 'ws' });
+    parts.sockets?.(services, (endpoint) => {
+      sockets.push(mountWebSocketEndpoint(app, endpoint, { logger: socketLogger, observer: metrics.sockets, newRequestId }));
+    });
     gateway.mount(app);
     const listen = await listenOn(app, config.host, config.port);
     cleanups.push(async () => closeApp(app));
@@ -165,6 +173,8 @@ export async function startServer(
         logger.info({ reason, inFlight: gateway.inFlight }, 'draining');
         gateway.startDraining();
         uws.us_listen_socket_close(listen);
+        // Socket clients are told to go away (1001) and reconnect elsewhere; nothing of theirs is in flight here.
+        for (const endpoint of sockets) endpoint.shutdown(1001, 'server shutting down');
         const idle = await gateway.waitIdle(config.shutdownTimeoutMs);
         if (!idle) logger.warn({ inFlight: gateway.inFlight }, 'requests still in flight at shutdown timeout');
         uws.us_listen_socket_close(opsListen);
