@@ -146,20 +146,37 @@ test('fencing: a write under an older epoch is refused, its replies fail retryab
 });
 
 test('fencing is checked against the stored epoch even when the version would fit', async () => {
-  const stale: CommitEntry = {
+  const at = Date.now();
+  const first: CommitEntry = {
     kind: 'counter',
     key: 'epoch-only',
     baseVersion: 0,
-    version: 1,
     epoch: 5,
-    snapshot: {},
-    timers: {},
-    journal: [{ version: 1, event: { type: 'x' }, at: Date.now() }],
+    journal: [{ version: 1, event: { type: 'x' }, at }],
+    snapshot: { version: 1, snapshot: {}, timers: {} },
   };
-  assert.is((await store.commit([stale])).fenced.size, 0);
-  const older = { ...stale, baseVersion: 1, version: 2, epoch: 4, journal: [{ version: 2, event: { type: 'y' }, at: Date.now() }] };
+  assert.is((await store.commit([first])).fenced.size, 0);
+  const older: CommitEntry = { kind: 'counter', key: 'epoch-only', baseVersion: 1, epoch: 4, journal: [{ version: 2, event: { type: 'y' }, at }] };
   assert.is((await store.commit([older])).fenced.size, 1);
+  const behind: CommitEntry = { kind: 'counter', key: 'epoch-only', baseVersion: 0, epoch: 6, journal: [{ version: 1, event: { type: 'z' }, at }] };
+  assert.is((await store.commit([behind])).fenced.size, 1, 'the journal must end at the base version');
   assert.is((await store.load('counter', 'epoch-only'))?.version, 1);
+  assert.is((await store.readJournal('counter', 'epoch-only', { limit: 10 })).length, 1);
+});
+
+test('loading replays the journal after the snapshot: the state is the committed one', async () => {
+  const host = hostFor(store, systemClock, [{ ...counterKind, policy: { snapshotEvery: 10 } }]);
+  for (let i = 1; i <= 25; i++) await host.send('counter', 'replayed', add(i));
+  await host.drain();
+  const stored = await store.load('counter', 'replayed');
+  assert.is(stored?.version, 25);
+  assert.ok(stored!.snapshotVersion < 25 && stored!.snapshotVersion >= 15, `snapshot at ${stored?.snapshotVersion}`);
+  assert.is(stored!.tail.length, 25 - stored!.snapshotVersion);
+  const again = hostFor(store, systemClock, [counterKind]);
+  const reply = await again.send('counter', 'replayed', add(1000));
+  assert.is(reply.version, 26);
+  assert.is(contextOf(reply.snapshot).total, (25 * 26) / 2 + 1000);
+  await again.drain();
 });
 
 test('a failed commit fails the waiting replies and reloads the actor from its last committed snapshot', async () => {
