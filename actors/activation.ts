@@ -59,6 +59,15 @@ interface ExecutableAction {
   readonly exec: ((info: never, params: unknown) => void) | undefined;
 }
 
+const NO_TIMERS: Readonly<Record<string, number>> = Object.freeze({});
+
+function sameTimers(a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean {
+  if (a === b) return true;
+  const names = Object.keys(a);
+  if (names.length !== Object.keys(b).length) return false;
+  return names.every((name) => a[name] === b[name]);
+}
+
 /**
  * An actor scope that collects the actions a transition asks for instead of running them, as XState's own pure
  * `transition()` does, but built once per activation rather than once per event.
@@ -117,8 +126,8 @@ export class Activation implements CommitParticipant {
   /** Version of the newest stored snapshot; the journal after it is replayed on load. */
   #snapshotVersion = 0;
   /** Durable timers of the current state, and (serialised) those of the stored snapshot. */
-  #timersNow: Readonly<Record<string, number>> = {};
-  #timersStored = '{}';
+  #timersNow: Readonly<Record<string, number>> = NO_TIMERS;
+  #timersStored: Readonly<Record<string, number>> = NO_TIMERS;
   /** One actor scope reused for every transition: building one per event is most of XState's cost. */
   #scope: { readonly scope: AnyActorScope; readonly sink: { actions: ExecutableAction[] } } | undefined;
   #lastActivity: number;
@@ -185,7 +194,7 @@ export class Activation implements CommitParticipant {
     this.#version = stored?.version ?? 0;
     this.#committedVersion = this.#version;
     this.#snapshotVersion = stored?.snapshotVersion ?? 0;
-    this.#timersStored = JSON.stringify(stored?.timers ?? {});
+    this.#timersStored = stored?.timers ?? NO_TIMERS;
     this.#timersNow = this.#timersOf(this.#snapshot);
     this.#status = 'live';
     this.#armTimers(this.#timersNow);
@@ -197,12 +206,23 @@ export class Activation implements CommitParticipant {
     this.#fail(new ActorStorageUnavailableError(this.id, error), false, 'load_failed');
   }
 
-  deliver(event: EventObject): Promise<ActorReply> {
+  /** Queues or handles the event; `settled` is called once, when the reply is released or refused. */
+  deliver(event: EventObject, settled: () => void): Promise<ActorReply> {
     return new Promise<ActorReply>((resolve, reject) => {
-      const item: Queued = { event, resolve, reject };
+      const item: Queued = {
+        event,
+        resolve: (reply) => {
+          settled();
+          resolve(reply);
+        },
+        reject: (error) => {
+          settled();
+          reject(error);
+        },
+      };
       if (this.#status === 'loading') {
         if (this.#mailbox.length >= this.#ctx.policy.maxPendingEvents) {
-          reject(new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
+          item.reject(new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
           return;
         }
         this.#mailbox.push(item);
@@ -210,7 +230,7 @@ export class Activation implements CommitParticipant {
         this.#handle(item);
       } else {
         // Only the host delivers, and it never delivers to a stopped activation; guard against misuse anyway.
-        reject(new ActorFencedError(this.id));
+        item.reject(new ActorFencedError(this.id));
       }
     });
   }
@@ -281,7 +301,7 @@ export class Activation implements CommitParticipant {
       !this.#writtenThisEpoch ||
       this.#version - this.#snapshotVersion >= this.#ctx.policy.snapshotEvery ||
       this.#definition.journalView !== undefined ||
-      JSON.stringify(timers) !== this.#timersStored
+      !sameTimers(timers, this.#timersStored)
     );
   }
 
@@ -301,7 +321,7 @@ export class Activation implements CommitParticipant {
   }
 
   #timersOf(snapshot: AnyMachineSnapshot): Readonly<Record<string, number>> {
-    return this.#definition.timers?.(snapshot as never) ?? {};
+    return this.#definition.timers?.(snapshot as never) ?? NO_TIMERS;
   }
 
   #awaitVersion(
@@ -323,7 +343,7 @@ export class Activation implements CommitParticipant {
     this.#writtenThisEpoch = true;
     if (snapshot) {
       this.#snapshotVersion = snapshot.version;
-      this.#timersStored = JSON.stringify(snapshot.timers);
+      this.#timersStored = snapshot.timers;
     }
     let released = 0;
     while (released < this.#waiting.length && this.#waiting[released]!.version <= version) released++;

@@ -72,7 +72,9 @@ export class ActorHost {
   readonly #logger: HostLogger;
   readonly #observer: HostObserver | undefined;
   readonly #kinds = new Map<string, { kind: ActorKind; policy: ActorPolicy }>();
-  readonly #live = new Map<string, Activation>();
+  /** Live activations by kind, then key: no per-event string building on the hot path. */
+  readonly #live = new Map<string, Map<string, Activation>>();
+  #liveCount = 0;
   readonly #lanes: CommitLanes;
   readonly #timerPollMs: number;
   #pendingReplies = 0;
@@ -127,15 +129,13 @@ export class ActorHost {
     }
     this.#pendingReplies++;
     this.#observer?.eventAccepted(kind);
-    return activation.deliver(event).finally(() => {
-      if (--this.#pendingReplies === 0) this.#notifyIdle();
-    });
+    return activation.deliver(event, this.#settled);
   }
 
   /** Live actors, optionally of one kind. */
   list(kind?: string): LiveActorInfo[] {
     const out: LiveActorInfo[] = [];
-    for (const a of this.#live.values()) {
+    for (const a of this.#allLive()) {
       if (kind !== undefined && a.kind !== kind) continue;
       out.push(this.#describe(a));
     }
@@ -144,7 +144,7 @@ export class ActorHost {
 
   /** The live view of one actor, if it is in memory. */
   inspect(kind: string, key: string): LiveActorInfo | undefined {
-    const a = this.#live.get(actorId(kind, key));
+    const a = this.#live.get(kind)?.get(key);
     return a ? this.#describe(a) : undefined;
   }
 
@@ -169,7 +169,7 @@ export class ActorHost {
   }
 
   get liveCount(): number {
-    return this.#live.size;
+    return this.#liveCount;
   }
 
   /**
@@ -187,8 +187,12 @@ export class ActorHost {
         setTimeout(resolve, 20).unref();
       });
     }
-    for (const a of [...this.#live.values()]) a.passivate();
+    for (const a of [...this.#allLive()]) a.passivate();
   }
+
+  readonly #settled = (): void => {
+    if (--this.#pendingReplies === 0) this.#notifyIdle();
+  };
 
   #notifyIdle(): void {
     const waiters = this.#idleWaiters;
@@ -199,12 +203,14 @@ export class ActorHost {
   #activationFor(kindName: string, key: string): Activation {
     const registered = this.#kinds.get(kindName);
     if (!registered) throw new UnknownActorKindError(kindName);
-    const id = actorId(kindName, key);
-    const live = this.#live.get(id);
+    let ofKind = this.#live.get(kindName);
+    const live = ofKind?.get(key);
     if (live) return live;
     if (!registered.kind.key.pattern.test(key)) throw new InvalidActorKeyError(kindName, key);
-    const activation = new Activation(registered.kind, key, id, this.#activationContext(registered.policy));
-    this.#live.set(id, activation);
+    const activation = new Activation(registered.kind, key, actorId(kindName, key), this.#activationContext(registered.policy));
+    if (!ofKind) this.#live.set(kindName, (ofKind = new Map()));
+    ofKind.set(key, activation);
+    this.#liveCount++;
     this.#observer?.activated(kindName);
     void this.#load(activation);
     return activation;
@@ -227,7 +233,11 @@ export class ActorHost {
       lanes: this.#lanes,
       policy,
       stopped: (activation, written, reason) => {
-        if (this.#live.get(activation.id) === activation) this.#live.delete(activation.id);
+        const ofKind = this.#live.get(activation.kind);
+        if (ofKind?.get(activation.key) === activation) {
+          ofKind.delete(activation.key);
+          this.#liveCount--;
+        }
         if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written);
         this.#observer?.deactivated(activation.kind, reason);
         if (reason !== 'passivated') this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
@@ -256,7 +266,7 @@ export class ActorHost {
       const due = await this.#store.dueActors(this.#clock.now() + this.#timerPollMs, 1_000);
       for (const { kind, key } of due) {
         if (this.#draining) break;
-        if (!this.#kinds.has(kind) || this.#live.has(actorId(kind, key))) continue;
+        if (!this.#kinds.has(kind) || this.#live.get(kind)?.has(key)) continue;
         try {
           this.#activationFor(kind, key);
         } catch (error) {
@@ -282,12 +292,16 @@ export class ActorHost {
 
   #sweep(): void {
     const now = this.#clock.now();
-    for (const activation of [...this.#live.values()]) {
+    for (const activation of [...this.#allLive()]) {
       const policy = this.#kinds.get(activation.kind)!.policy;
       if (activation.status === 'live' && activation.pending === 0 && now - activation.lastActivity >= policy.passivateAfterMs) {
         activation.passivate();
       }
     }
+  }
+
+  *#allLive(): Iterable<Activation> {
+    for (const ofKind of this.#live.values()) yield* ofKind.values();
   }
 
   #describe(a: Activation): LiveActorInfo {

@@ -22,7 +22,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('key', 'text', (c) => c.notNull())
     .addColumn('version', 'int8', (c) => c.notNull())
     .addColumn('epoch', 'int8', (c) => c.notNull())
-    .addColumn('event', 'jsonb', (c) => c.notNull())
+    .addColumn('event', 'json', (c) => c.notNull())
     .addColumn('at', 'timestamptz', (c) => c.notNull())
     .addPrimaryKeyConstraint('actor_journal_pk', ['kind', 'key', 'version'])
     .execute();
