@@ -1,0 +1,73 @@
+import { assign, emit, setup } from 'xstate';
+
+/**
+ * Who a handle belongs to. A handle is reserved for a new account while its first device enrols, bound when that
+ * enrolment completes, and released if it expires first, so two people can never end up with the same handle.
+ */
+export type AccountHandleEvent =
+  | { readonly type: 'handle.reserve'; readonly accountId: string; readonly expiresAt: number; readonly at: number }
+  | { readonly type: 'handle.bind'; readonly accountId: string; readonly at: number }
+  | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
+
+export type AccountHandleEmitted =
+  | { readonly type: 'handle.reserved'; readonly accountId: string }
+  | { readonly type: 'handle.bound'; readonly accountId: string }
+  | { readonly type: 'handle.taken'; readonly accountId: string; readonly bound: boolean };
+
+export interface AccountHandleContext {
+  readonly accountId: string | null;
+  readonly reservedUntil: number | null;
+}
+
+export const accountHandleMachine = setup({
+  types: {
+    context: {} as AccountHandleContext,
+    events: {} as AccountHandleEvent,
+    emitted: {} as AccountHandleEmitted,
+  },
+}).createMachine({
+  id: 'account-handle',
+  context: { accountId: null, reservedUntil: null },
+  initial: 'free',
+  states: {
+    free: {
+      on: {
+        'handle.reserve': {
+          target: 'reserved',
+          actions: [
+            assign(({ event }) => ({ accountId: event.accountId, reservedUntil: event.expiresAt })),
+            emit(({ event }) => ({ type: 'handle.reserved', accountId: event.accountId })),
+          ],
+        },
+      },
+    },
+    reserved: {
+      on: {
+        'handle.reserve': {
+          actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: false })),
+        },
+        'handle.bind': {
+          guard: ({ context, event }) => context.accountId === event.accountId,
+          target: 'bound',
+          actions: [assign({ reservedUntil: null }), emit(({ event }) => ({ type: 'handle.bound', accountId: event.accountId }))],
+        },
+        'timer.due': {
+          guard: ({ context, event }) => event.name === 'reservation' && event.dueAt === context.reservedUntil,
+          target: 'free',
+          actions: assign({ accountId: null, reservedUntil: null }),
+        },
+      },
+    },
+    bound: {
+      on: {
+        'handle.reserve': {
+          actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: true })),
+        },
+      },
+    },
+  },
+});
+
+export function accountHandleTimers(context: AccountHandleContext): Record<string, number> {
+  return context.reservedUntil === null ? {} : { reservation: context.reservedUntil };
+}

@@ -1,0 +1,56 @@
+/** The account actor's protocol: every event it accepts, and what it emits in answer. */
+export interface DevicePublicKey {
+  readonly kty: 'EC';
+  readonly crv: 'P-256';
+  readonly x: string;
+  readonly y: string;
+}
+
+export interface EnrollingDevice {
+  readonly id: string;
+  readonly name: string;
+  readonly publicKey: DevicePublicKey;
+  readonly thumbprint: string;
+}
+
+export interface EnrolmentRequest {
+  readonly enrolmentId: string;
+  readonly device: EnrollingDevice;
+  /** SHA-256 of the nonce handed to the enrolling device; the nonce itself is never stored. */
+  readonly nonceHash: string;
+  readonly expiresAt: number;
+}
+
+export type AccountEvent =
+  | { readonly type: 'account.open'; readonly handle: string; readonly enrolment: EnrolmentRequest; readonly at: number }
+  | { readonly type: 'account.enrolment.request'; readonly enrolment: EnrolmentRequest; readonly at: number }
+  | { readonly type: 'account.enrolment.complete'; readonly enrolmentId: string; readonly nonceHash: string; readonly at: number }
+  | {
+      readonly type: 'account.enrolment.decide';
+      readonly enrolmentId: string;
+      readonly decision: 'admit' | 'refuse';
+      readonly byDeviceId: string;
+      readonly at: number;
+    }
+  | { readonly type: 'account.device.remove'; readonly deviceId: string; readonly byDeviceId: string; readonly at: number }
+  | { readonly type: 'account.devices.revokeOthers'; readonly byDeviceId: string; readonly at: number }
+  | { readonly type: 'account.signOut'; readonly deviceId: string; readonly at: number }
+  | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
+
+export type AccountRefusalCode =
+  | 'account_not_open'
+  | 'enrolment_not_found'
+  | 'enrolment_pending'
+  | 'enrolment_refused'
+  | 'enrolment_proof_invalid'
+  | 'enrolment_already_decided'
+  | 'too_many_pending_enrolments'
+  | 'device_not_found'
+  | 'device_not_active';
+
+export type AccountEmitted =
+  | { readonly type: 'account.refused'; readonly code: AccountRefusalCode }
+  | { readonly type: 'account.enrolled'; readonly deviceId: string; readonly epoch: number }
+  | { readonly type: 'account.enrolmentRequested'; readonly enrolmentId: string }
+  | { readonly type: 'account.enrolmentDecided'; readonly enrolmentId: string; readonly decision: 'admit' | 'refuse' }
+  | { readonly type: 'account.devicesRemoved'; readonly deviceIds: readonly string[]; readonly epoch: number };

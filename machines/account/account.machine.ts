@@ -1,0 +1,196 @@
+import { assign, emit, enqueueActions, setup } from 'xstate';
+import type { AccountEmitted, AccountEvent, AccountRefusalCode, EnrolmentRequest, EnrollingDevice } from './account.events.js';
+
+/**
+ * One person's account: its handle, its enrolled devices and its epoch. Removing a device (or signing out, or
+ * revoking the others) raises the epoch, which ends every passport and session issued under an older one.
+ *
+ * States: `unopened` (key allocated, nothing else) → `enrolling` (first device must prove possession of its key
+ * before its enrolment expires) → `active`; `enrolling` → `abandoned` when that first enrolment expires. Further
+ * devices enrol while `active`: they wait for an active device to admit or refuse them, then complete with the same
+ * nonce proof. Pending enrolments expire through durable timers named `enrolment:<id>`.
+ */
+export interface AccountDevice extends EnrollingDevice {
+  readonly status: 'active' | 'removed';
+  readonly enrolledAt: number;
+  readonly removedAt?: number;
+}
+
+export interface PendingEnrolment extends EnrolmentRequest {
+  readonly mode: 'possession' | 'approval';
+  readonly requestedAt: number;
+  readonly decision: 'pending' | 'admitted' | 'refused';
+}
+
+export interface AccountContext {
+  readonly handle: string | null;
+  readonly epoch: number;
+  readonly devices: Readonly<Record<string, AccountDevice>>;
+  readonly enrolments: Readonly<Record<string, PendingEnrolment>>;
+}
+
+/** Undecided enrolments an account holds at once: a stranger cannot flood the approval list. */
+export const MAX_PENDING_ENROLMENTS = 5;
+
+type Ctx = AccountContext;
+type Ev = AccountEvent;
+type Of<T extends Ev['type']> = Extract<Ev, { type: T }>;
+
+const refused = (code: AccountRefusalCode): AccountEmitted => ({ type: 'account.refused', code });
+const isActive = (ctx: Ctx, deviceId: string): boolean => ctx.devices[deviceId]?.status === 'active';
+
+function withoutEnrolment(ctx: Ctx, enrolmentId: string): Readonly<Record<string, PendingEnrolment>> {
+  const { [enrolmentId]: _gone, ...rest } = ctx.enrolments;
+  return rest;
+}
+
+function admit(ctx: Ctx, enrolment: PendingEnrolment, at: number): Partial<Ctx> {
+  const device: AccountDevice = { ...enrolment.device, status: 'active', enrolledAt: at };
+  return { devices: { ...ctx.devices, [device.id]: device }, enrolments: withoutEnrolment(ctx, enrolment.enrolmentId) };
+}
+
+function removeDevices(ctx: Ctx, ids: readonly string[], at: number): Partial<Ctx> {
+  const devices = { ...ctx.devices };
+  for (const id of ids) devices[id] = { ...devices[id]!, status: 'removed', removedAt: at };
+  return { devices, epoch: ctx.epoch + 1 };
+}
+
+export const accountMachine = setup({
+  types: {
+    context: {} as AccountContext,
+    events: {} as AccountEvent,
+    emitted: {} as AccountEmitted,
+  },
+}).createMachine({
+  id: 'account',
+  context: { handle: null, epoch: 0, devices: {}, enrolments: {} },
+  initial: 'unopened',
+  states: {
+    unopened: {
+      on: {
+        'account.open': {
+          target: 'enrolling',
+          actions: enqueueActions(({ event, enqueue }) => {
+            const e = event as Of<'account.open'>;
+            const enrolment: PendingEnrolment = { ...e.enrolment, mode: 'possession', requestedAt: e.at, decision: 'pending' };
+            enqueue.assign({ handle: e.handle, enrolments: { [enrolment.enrolmentId]: enrolment } });
+            enqueue.emit({ type: 'account.enrolmentRequested', enrolmentId: enrolment.enrolmentId });
+          }),
+        },
+      },
+    },
+    enrolling: {
+      on: {
+        'account.enrolment.complete': [
+          {
+            guard: ({ context, event }) => {
+              const pending = context.enrolments[event.enrolmentId];
+              return pending !== undefined && pending.nonceHash === event.nonceHash && event.at < pending.expiresAt;
+            },
+            target: 'active',
+            actions: enqueueActions(({ context, event, enqueue }) => {
+              const pending = context.enrolments[event.enrolmentId]!;
+              enqueue.assign({ ...admit(context, pending, event.at), epoch: 1 });
+              enqueue.emit({ type: 'account.enrolled', deviceId: pending.device.id, epoch: 1 });
+            }),
+          },
+          {
+            guard: ({ context, event }) => context.enrolments[event.enrolmentId] !== undefined,
+            actions: emit(refused('enrolment_proof_invalid')),
+          },
+          { actions: emit(refused('enrolment_not_found')) },
+        ],
+        'timer.due': {
+          guard: ({ context, event }) => Object.keys(context.enrolments).some((id) => event.name === `enrolment:${id}`),
+          target: 'abandoned',
+          actions: assign({ enrolments: {} }),
+        },
+      },
+    },
+    active: {
+      on: {
+        'account.enrolment.request': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            const undecided = Object.values(context.enrolments).filter((e) => e.decision === 'pending').length;
+            if (undecided >= MAX_PENDING_ENROLMENTS) {
+              enqueue.emit(refused('too_many_pending_enrolments'));
+              return;
+            }
+            const enrolment: PendingEnrolment = { ...event.enrolment, mode: 'approval', requestedAt: event.at, decision: 'pending' };
+            enqueue.assign({ enrolments: { ...context.enrolments, [enrolment.enrolmentId]: enrolment } });
+            enqueue.emit({ type: 'account.enrolmentRequested', enrolmentId: enrolment.enrolmentId });
+          }),
+        },
+        'account.enrolment.decide': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            if (!isActive(context, event.byDeviceId)) return void enqueue.emit(refused('device_not_active'));
+            const pending = context.enrolments[event.enrolmentId];
+            if (!pending || event.at >= pending.expiresAt) return void enqueue.emit(refused('enrolment_not_found'));
+            if (pending.decision !== 'pending') return void enqueue.emit(refused('enrolment_already_decided'));
+            const decision = event.decision === 'admit' ? 'admitted' : 'refused';
+            enqueue.assign({ enrolments: { ...context.enrolments, [pending.enrolmentId]: { ...pending, decision } } });
+            enqueue.emit({ type: 'account.enrolmentDecided', enrolmentId: pending.enrolmentId, decision: event.decision });
+          }),
+        },
+        'account.enrolment.complete': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            const pending = context.enrolments[event.enrolmentId];
+            if (!pending || event.at >= pending.expiresAt) return void enqueue.emit(refused('enrolment_not_found'));
+            if (pending.nonceHash !== event.nonceHash) return void enqueue.emit(refused('enrolment_proof_invalid'));
+            if (pending.decision === 'pending') return void enqueue.emit(refused('enrolment_pending'));
+            if (pending.decision === 'refused') {
+              enqueue.assign({ enrolments: withoutEnrolment(context, pending.enrolmentId) });
+              return void enqueue.emit(refused('enrolment_refused'));
+            }
+            enqueue.assign(admit(context, pending, event.at));
+            enqueue.emit({ type: 'account.enrolled', deviceId: pending.device.id, epoch: context.epoch });
+          }),
+        },
+        'account.device.remove': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            if (!isActive(context, event.byDeviceId)) return void enqueue.emit(refused('device_not_active'));
+            if (!isActive(context, event.deviceId)) return void enqueue.emit(refused('device_not_found'));
+            const change = removeDevices(context, [event.deviceId], event.at);
+            enqueue.assign(change);
+            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch! });
+          }),
+        },
+        'account.devices.revokeOthers': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            if (!isActive(context, event.byDeviceId)) return void enqueue.emit(refused('device_not_active'));
+            const others = Object.values(context.devices)
+              .filter((d) => d.status === 'active' && d.id !== event.byDeviceId)
+              .map((d) => d.id);
+            const change = removeDevices(context, others, event.at);
+            enqueue.assign(change);
+            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: others, epoch: change.epoch! });
+          }),
+        },
+        'account.signOut': {
+          actions: enqueueActions(({ context, event, enqueue }) => {
+            if (!isActive(context, event.deviceId)) return void enqueue.emit(refused('device_not_active'));
+            const change = removeDevices(context, [event.deviceId], event.at);
+            enqueue.assign(change);
+            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch! });
+          }),
+        },
+        'timer.due': {
+          guard: ({ context, event }) => context.enrolments[event.name.replace(/^enrolment:/, '')] !== undefined,
+          actions: assign(({ context, event }) => ({ enrolments: withoutEnrolment(context, event.name.replace(/^enrolment:/, '')) })),
+        },
+        'account.open': { actions: emit(refused('enrolment_not_found')) },
+      },
+    },
+    // Events a state does not name are ignored (no journal row, no write): probing an unknown account costs nothing.
+    abandoned: {},
+  },
+});
+
+/** Deadlines of pending enrolments, as durable timers. */
+export function accountTimers(context: AccountContext): Record<string, number> {
+  const timers: Record<string, number> = {};
+  for (const e of Object.values(context.enrolments)) timers[`enrolment:${e.enrolmentId}`] = e.expiresAt;
+  return timers;
+}
+
+export type { EnrolmentRequest };
