@@ -5,6 +5,16 @@ export interface Database {
   actor_snapshots: ActorSnapshotTable;
   actor_journal: ActorJournalTable;
   idempotency_records: IdempotencyRecordTable;
+  signing_keys: SigningKeyTable;
+}
+
+export interface SigningKeyTable {
+  kid: string;
+  alg: 'ES256';
+  public_jwk: ColumnType<Record<string, string>, string, string>;
+  private_jwk: ColumnType<Record<string, string>, string, string>;
+  created_at: Generated<Date>;
+  retired_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 type Int8 = ColumnType<number, number, number>;

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration';
 import * as core0001 from './migrations/0001-core.js';
+import * as signingKeys0002 from './migrations/0002-signing-keys.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -9,6 +10,7 @@ import * as core0001 from './migrations/0001-core.js';
  */
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0001-core': core0001,
+  '0002-signing-keys': signingKeys0002,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -1,0 +1,61 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { CompactSign, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
+
+/**
+ * A device as the registry sees it: a P-256 key pair, and once enrolled its device id. Signs device assertions
+ * (see `identity/device-assertion.ts` for the format) and sends requests with them. Used by tests, benchmarks and the
+ * command-line tool.
+ */
+export class DeviceClient {
+  readonly name: string;
+  readonly publicJwk: JWK;
+  readonly #privateKey: CryptoKey;
+  deviceId: string | undefined;
+
+  private constructor(name: string, publicJwk: JWK, privateKey: CryptoKey) {
+    this.name = name;
+    this.publicJwk = publicJwk;
+    this.#privateKey = privateKey;
+  }
+
+  static async generate(name: string): Promise<DeviceClient> {
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const jwk = await exportJWK(publicKey);
+    return new DeviceClient(name, { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, privateKey);
+  }
+
+  /** The assertion for one request. `target` is the path with its query string, exactly as sent. */
+  async assertion(input: {
+    method: string;
+    target: string;
+    body?: Uint8Array | string;
+    bindBody?: boolean;
+    issuedAt?: number;
+    jti?: string;
+    deviceId?: string;
+  }): Promise<string> {
+    const kid = input.deviceId ?? this.deviceId;
+    if (!kid) throw new Error('the device has no id yet: start an enrolment first');
+    const payload: Record<string, unknown> = {
+      htm: input.method.toUpperCase(),
+      htu: input.target,
+      iat: input.issuedAt ?? Math.floor(Date.now() / 1000),
+      jti: input.jti ?? randomBytes(18).toString('base64url'),
+    };
+    if (input.bindBody) payload.bdh = createHash('sha256').update(input.body ?? '').digest('base64url');
+    return new CompactSign(new TextEncoder().encode(JSON.stringify(payload)))
+      .setProtectedHeader({ alg: 'ES256', typ: 'device-assertion+jwt', kid })
+      .sign(this.#privateKey);
+  }
+
+  /** Sends a JSON request signed by this device (the body bound to the assertion unless `bindBody: false`). */
+  async request(baseUrl: string, method: string, target: string, body?: unknown, options: { bindBody?: boolean } = {}): Promise<Response> {
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const assertion = await this.assertion({ method, target, ...(text !== undefined ? { body: text } : {}), bindBody: options.bindBody ?? text !== undefined });
+    return fetch(baseUrl + target, {
+      method,
+      headers: { 'platform-device-assertion': assertion, ...(text !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(text !== undefined ? { body: text } : {}),
+    });
+  }
+}

@@ -1,0 +1,177 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { EventObject } from 'xstate';
+import type { ActorHost } from '../actors/actor-host.js';
+import type { ActorReply } from '../actors/activation.js';
+import type { Clock } from '../actors/clock.js';
+import type { AccountContext } from '../machines/account/account.machine.js';
+import type { AccountEmitted, AccountRefusalCode, DevicePublicKey } from '../machines/account/account.events.js';
+import type { AccountHandleEmitted } from '../machines/account-handle/account-handle.machine.js';
+import type { DeviceEmitted } from '../machines/device/device.machine.js';
+import { HttpError } from '../transport/http/errors.js';
+import { DeviceKeyCache } from './device-keys.js';
+import type { DeviceKeyLookup } from './device-assertion.js';
+import { newId } from './ids.js';
+
+/** How long an enrolment may take before its nonce, its pending device and (for a new account) its handle lapse. */
+export const ENROLMENT_TTL_MS = 10 * 60_000;
+const HANDLE_RESERVATION_MARGIN_MS = 60 * 60_000;
+
+const REFUSALS: Readonly<Record<AccountRefusalCode, readonly [number, string]>> = {
+  account_not_open: [404, 'the account does not exist or is not open'],
+  enrolment_not_found: [404, 'no such enrolment, or it has expired'],
+  enrolment_pending: [409, 'an enrolled device has not yet admitted this one'],
+  enrolment_refused: [403, 'an enrolled device refused this enrolment'],
+  enrolment_proof_invalid: [403, 'the enrolment proof does not match'],
+  enrolment_already_decided: [409, 'this enrolment was already admitted or refused'],
+  too_many_pending_enrolments: [429, 'this account has too many enrolments waiting for approval'],
+  device_not_found: [404, 'no such active device on this account'],
+  device_not_active: [403, 'the calling device is not an active device of this account'],
+};
+
+export interface EnrolmentStarted {
+  readonly enrolmentId: string;
+  readonly deviceId: string;
+  readonly proof: 'possession' | 'approval';
+  readonly nonce: string;
+  readonly verificationCode: string;
+  readonly expiresAt: number;
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('base64url');
+
+/**
+ * Accounts and their devices, over the account, handle and device actors. Each operation is one or two events; the
+ * machines decide, this class translates their outcome into results and HTTP refusals.
+ */
+export class Accounts {
+  readonly #host: ActorHost;
+  readonly #clock: Clock;
+  readonly #keys = new DeviceKeyCache();
+
+  constructor(host: ActorHost, clock: Clock) {
+    this.#host = host;
+    this.#clock = clock;
+  }
+
+  async startEnrolment(input: { handle: string; deviceName: string; publicKey: DevicePublicKey; thumbprint: string }): Promise<EnrolmentStarted> {
+    const enrolmentId = newId('enr');
+    const deviceId = newId('dev');
+    const nonce = randomBytes(32).toString('base64url');
+    const expiresAt = this.#clock.now() + ENROLMENT_TTL_MS;
+    const enrolment = {
+      enrolmentId,
+      device: { id: deviceId, name: input.deviceName, publicKey: input.publicKey, thumbprint: input.thumbprint },
+      nonceHash: sha256(nonce),
+      expiresAt,
+    };
+    const newAccountId = newId('acc');
+    // The reservation outlives the enrolment by a margin, so a crash between completing the account and binding the
+    // handle cannot free the handle under a live account before the client's retry binds it.
+    const claim = this.#emitted<AccountHandleEmitted>(
+      await this.#host.send('account-handle', input.handle, {
+        type: 'handle.reserve',
+        accountId: newAccountId,
+        expiresAt: expiresAt + HANDLE_RESERVATION_MARGIN_MS,
+      }),
+    );
+    let accountId: string;
+    let proof: EnrolmentStarted['proof'];
+    if (claim?.type === 'handle.reserved' && claim.accountId === newAccountId) {
+      accountId = newAccountId;
+      proof = 'possession';
+      await this.#assignDevice(deviceId, accountId);
+      this.#outcome(await this.#host.send('account', accountId, { type: 'account.open', handle: input.handle, enrolment }));
+    } else if (claim?.type === 'handle.taken' && claim.bound) {
+      accountId = claim.accountId;
+      proof = 'approval';
+      await this.#assignDevice(deviceId, accountId);
+      this.#outcome(await this.#host.send('account', accountId, { type: 'account.enrolment.request', enrolment }));
+    } else {
+      throw new HttpError(409, 'handle_unavailable', 'this handle is being enrolled by someone else right now', { family: 'account_policy' });
+    }
+    return { enrolmentId, deviceId, proof, nonce, verificationCode: verificationCode(input.thumbprint, enrolment.nonceHash), expiresAt };
+  }
+
+  async completeEnrolment(accountId: string, enrolmentId: string, nonce: string): Promise<{ deviceId: string; epoch: number; handle: string }> {
+    const reply = await this.#host.send('account', accountId, { type: 'account.enrolment.complete', enrolmentId, nonceHash: sha256(nonce) });
+    const outcome = this.#outcome(reply);
+    if (outcome.type !== 'account.enrolled') throw new Error(`unexpected outcome ${outcome.type}`);
+    const context = reply.snapshot.context as AccountContext;
+    // Binding is idempotent (a bound handle ignores it), so it follows every completion, not only the first.
+    await this.#host.send('account-handle', context.handle!, { type: 'handle.bind', accountId });
+    return { deviceId: outcome.deviceId, epoch: outcome.epoch, handle: context.handle! };
+  }
+
+  async account(accountId: string): Promise<AccountContext & { state: string }> {
+    const reply = await this.#host.send('account', accountId, { type: 'account.read' });
+    return { ...(reply.snapshot.context as AccountContext), state: String(reply.snapshot.value) };
+  }
+
+  async decide(accountId: string, byDeviceId: string, enrolmentId: string, decision: 'admit' | 'refuse'): Promise<void> {
+    this.#outcome(await this.#host.send('account', accountId, { type: 'account.enrolment.decide', enrolmentId, decision, byDeviceId }));
+  }
+
+  async removeDevice(accountId: string, byDeviceId: string, deviceId: string): Promise<number> {
+    return this.#removed(await this.#host.send('account', accountId, { type: 'account.device.remove', deviceId, byDeviceId }));
+  }
+
+  async revokeOthers(accountId: string, byDeviceId: string): Promise<number> {
+    return this.#removed(await this.#host.send('account', accountId, { type: 'account.devices.revokeOthers', byDeviceId }));
+  }
+
+  async signOut(accountId: string, deviceId: string): Promise<number> {
+    return this.#removed(await this.#host.send('account', accountId, { type: 'account.signOut', deviceId }));
+  }
+
+  /** The device key lookup behind device assertions: device id → account → that device's key and status. */
+  readonly lookupDevice: DeviceKeyLookup = async (deviceId) => {
+    if (!/^dev_[0-9a-hjkmnp-tv-z]{26}$/.test(deviceId)) return undefined;
+    const directory = await this.#host.send('device', deviceId, { type: 'device.read' });
+    const accountId = (directory.snapshot.context as { accountId: string | null }).accountId;
+    if (!accountId) return undefined;
+    const account = await this.account(accountId);
+    const enrolled = account.devices[deviceId];
+    const pending = Object.values(account.enrolments).find((e) => e.device.id === deviceId);
+    const device = enrolled ?? pending?.device;
+    if (!device) return undefined;
+    const status = enrolled ? (enrolled.status === 'active' ? 'active' : 'removed') : 'pending';
+    return { deviceId, accountId, status, key: await this.#keys.get(device.publicKey, device.thumbprint), thumbprint: device.thumbprint };
+  };
+
+  async #assignDevice(deviceId: string, accountId: string): Promise<void> {
+    const outcome = this.#emitted<DeviceEmitted>(await this.#host.send('device', deviceId, { type: 'device.assign', accountId }));
+    if (outcome?.type !== 'device.assigned') throw new Error(`device id ${deviceId} collided`);
+  }
+
+  #removed(reply: ActorReply): number {
+    const outcome = this.#outcome(reply);
+    if (outcome.type !== 'account.devicesRemoved') throw new Error(`unexpected outcome ${outcome.type}`);
+    return outcome.epoch;
+  }
+
+  #outcome(reply: ActorReply): Exclude<AccountEmitted, { type: 'account.refused' }> {
+    const outcome = this.#emitted<AccountEmitted>(reply);
+    if (!outcome) {
+      const [status, message] = REFUSALS.account_not_open;
+      throw new HttpError(status, 'account_not_open', message, { family: 'account_policy' });
+    }
+    if (outcome.type === 'account.refused') {
+      const [status, message] = REFUSALS[outcome.code];
+      throw new HttpError(status, outcome.code, message, { family: 'account_policy' });
+    }
+    return outcome;
+  }
+
+  #emitted<T extends EventObject>(reply: ActorReply): T | undefined {
+    return reply.emitted[0] as T | undefined;
+  }
+}
+
+/**
+ * Six digits both devices show during an approval, so the person can tell their device from a stranger's: derived
+ * from the enrolling key's thumbprint and the nonce's hash, which both the server and the enrolling device know.
+ */
+export function verificationCode(thumbprint: string, nonceHash: string): string {
+  const digest = createHash('sha256').update(`${thumbprint}.${nonceHash}`).digest();
+  return String(digest.readUInt32BE(0) % 1_000_000).padStart(6, '0');
+}

@@ -1,0 +1,49 @@
+import { calculateJwkThumbprint, importJWK, type CryptoKey } from 'jose';
+import * as z from 'zod';
+import type { DevicePublicKey } from '../machines/account/account.events.js';
+
+const base64url32 = z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'a 32-byte base64url coordinate');
+
+/** A device key as clients send it: a public P-256 JWK, nothing else (a private member is refused, not ignored). */
+export const DevicePublicKeySchema = z.strictObject({
+  kty: z.literal('EC'),
+  crv: z.literal('P-256'),
+  x: base64url32,
+  y: base64url32,
+  alg: z.literal('ES256').optional(),
+  use: z.literal('sig').optional(),
+});
+
+export class InvalidDeviceKeyError extends Error {}
+
+/** Checks that the coordinates are a point of the curve and returns the normalised key with its RFC 7638 thumbprint. */
+export async function acceptDeviceKey(
+  jwk: z.infer<typeof DevicePublicKeySchema>,
+): Promise<{ publicKey: DevicePublicKey; thumbprint: string }> {
+  const publicKey: DevicePublicKey = { kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y };
+  try {
+    await importJWK(publicKey, 'ES256');
+  } catch (error) {
+    throw new InvalidDeviceKeyError(`not a P-256 public key: ${(error as Error).message}`);
+  }
+  return { publicKey, thumbprint: await calculateJwkThumbprint(publicKey) };
+}
+
+/** Imported keys by thumbprint: importing costs more than verifying, and a device signs many requests. */
+export class DeviceKeyCache {
+  readonly #keys = new Map<string, CryptoKey>();
+  readonly #limit: number;
+
+  constructor(limit = 50_000) {
+    this.#limit = limit;
+  }
+
+  async get(publicKey: DevicePublicKey, thumbprint: string): Promise<CryptoKey> {
+    const cached = this.#keys.get(thumbprint);
+    if (cached) return cached;
+    const key = (await importJWK(publicKey, 'ES256')) as CryptoKey;
+    if (this.#keys.size >= this.#limit) this.#keys.delete(this.#keys.keys().next().value!);
+    this.#keys.set(thumbprint, key);
+    return key;
+  }
+}
