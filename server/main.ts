@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { startServer, type ServerParts } from './server.js';
+import { identityFeature } from '../identity/identity.feature.js';
+import { combineParts, startServer, type ServerParts } from './server.js';
 
 /**
  * Starts the server with the given feature parts, and turns SIGTERM/SIGINT into a drain: stop accepting, finish
@@ -44,5 +45,7 @@ export async function runServer(parts: ServerParts): Promise<void> {
   process.on('SIGINT', onSignal);
 }
 
-// The product's parts are empty until the features of later issues plug their kinds and routes in here.
-if (import.meta.url === `file://${process.argv[1]}`) await runServer({});
+/** Every feature of the product, in the order their routes appear in the API description. */
+export const productParts: ServerParts = combineParts(identityFeature);
+
+if (import.meta.url === `file://${process.argv[1]}`) await runServer(productParts);

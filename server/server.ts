@@ -33,13 +33,39 @@ export interface ServerServices {
   readonly metrics: ServerMetrics;
 }
 
+/** What a feature contributes once storage and the host exist. */
+export interface BuiltFeature {
+  readonly routes?: readonly AnyRoute[];
+  readonly verifiers?: CredentialVerifiers;
+}
+
 /** The product's features, plugged into the core: actor kinds, routes, credential verifiers and socket endpoints. */
 export interface ServerParts {
   readonly kinds?: readonly ActorKind[];
-  readonly routes?: (services: ServerServices) => readonly AnyRoute[];
-  readonly verifiers?: CredentialVerifiers;
+  readonly build?: (services: ServerServices) => BuiltFeature | Promise<BuiltFeature>;
   /** Socket endpoints, mounted through `mount` so each gets the server's logger, metrics and shutdown. */
   readonly sockets?: (services: ServerServices, mount: SocketMounter) => void;
+}
+
+/** Several features as one: kinds concatenated, builds run in order, their routes and verifiers merged. */
+export function combineParts(...parts: readonly ServerParts[]): ServerParts {
+  return {
+    kinds: parts.flatMap((p) => p.kinds ?? []),
+    build: async (services) => {
+      const routes: AnyRoute[] = [];
+      const verifiers: CredentialVerifiers = {};
+      for (const part of parts) {
+        const built = (await part.build?.(services)) ?? {};
+        routes.push(...(built.routes ?? []));
+        for (const [kind, verifier] of Object.entries(built.verifiers ?? {}) as Array<[keyof CredentialVerifiers, CredentialVerifiers[keyof CredentialVerifiers]]>) {
+          if (verifiers[kind]) throw new Error(`two features verify credential ${kind}`);
+          verifiers[kind] = verifier;
+        }
+      }
+      return { routes, verifiers };
+    },
+    sockets: (services, mount) => parts.forEach((p) => p.sockets?.(services, mount)),
+  };
 }
 
 export type SocketMounter = <TUser, TIn, TOut>(endpoint: WebSocketEndpoint<TUser, TIn, TOut>) => void;
@@ -54,6 +80,7 @@ export interface RunningServer {
 
 const API_TAGS: Readonly<Record<string, string>> = {
   Status: 'Health and readiness of the registry service, and this description.',
+  Devices: 'Device plane: enrolment of devices into accounts, device assertions, passports.',
   Operations: 'Operator listener: inspection and metrics.',
 };
 
@@ -117,6 +144,7 @@ export async function startServer(
     }, 60_000).unref();
     cleanups.push(async () => clearInterval(sweep));
 
+    const built = (await parts.build?.(services)) ?? {};
     let openApi: Readonly<Record<string, unknown>> | undefined;
     const routes: AnyRoute[] = [
       ...statusRoutes({
@@ -128,14 +156,14 @@ export async function startServer(
         storageTimeoutMs: 2_000,
         openApiDocument: () => openApi!,
       }),
-      ...(parts.routes?.(services) ?? []),
+      ...(built.routes ?? []),
     ];
     const publicUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
     openApi = Object.freeze(buildOpenApiDocument(routes, { serverUrl: publicUrl, tags: API_TAGS }));
 
     const gateway = new HttpGateway({
       routes,
-      verifiers: parts.verifiers ?? {},
+      verifiers: built.verifiers ?? {},
       idempotency,
       logger: logger.child({ component: 'http' }),
       maxBodyBytes: config.maxBodyBytes,

@@ -19,11 +19,27 @@ export const credentialKinds = [
 
 export type CredentialKind = (typeof credentialKinds)[number];
 
-/** Who sent a request, as established by the route's credential. */
-export interface Principal {
-  readonly credential: CredentialKind;
-  /** Stable identity of the caller for scoping (idempotency records, rate limits); `anonymous` for `none`. */
-  readonly subject: string;
+/**
+ * Who sent a request, as established by the route's credential. `subject` is the caller's stable identity for scoping
+ * (idempotency records, rate limits); `anonymous` for `none`.
+ */
+export type Principal =
+  | { readonly credential: 'none'; readonly subject: 'anonymous' }
+  | {
+      readonly credential: 'deviceAssertion';
+      readonly subject: string;
+      readonly accountId: string;
+      readonly deviceId: string;
+      readonly deviceStatus: 'active' | 'pending';
+    }
+  | { readonly credential: Exclude<CredentialKind, 'none' | 'deviceAssertion'>; readonly subject: string };
+
+/** What a route asks of its credential beyond its kind. */
+export interface CredentialRequirements {
+  /** The credential must cover the exact body (device assertions carry its SHA-256). */
+  readonly bodyBound: boolean;
+  /** A device whose enrolment is not complete may call (only enrolment completion does). */
+  readonly allowPendingDevice: boolean;
 }
 
 export interface IncomingRequest {
@@ -36,11 +52,11 @@ export interface IncomingRequest {
 }
 
 /** Establishes the principal or throws an HttpError (401/403) naming why. */
-export type CredentialVerifier = (request: IncomingRequest) => Promise<Principal> | Principal;
+export type CredentialVerifier = (request: IncomingRequest, requirements: CredentialRequirements) => Promise<Principal> | Principal;
 
 export type CredentialVerifiers = Partial<Record<CredentialKind, CredentialVerifier>>;
 
-export const anonymous: Principal = Object.freeze({ credential: 'none', subject: 'anonymous' });
+export const anonymous: Principal = Object.freeze({ credential: 'none', subject: 'anonymous' } as const);
 
 /** How each credential is presented, as OpenAPI security schemes. Designs of later issues refine the descriptions. */
 export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none'>, Readonly<Record<string, string>>>> = {

@@ -194,7 +194,7 @@ export class HttpGateway {
     if (route.credential === 'none') return anonymous;
     const verifier = this.#options.verifiers[route.credential];
     if (!verifier) throw new HttpError(500, 'credential_unverifiable', 'no verifier for this route');
-    return verifier(request);
+    return verifier(request, { bodyBound: route.bodyBound ?? false, allowPendingDevice: route.allowPendingDevice ?? false });
   }
 
   async #execute(route: AnyRoute, ctx: Parameters<AnyRoute['handler']>[0]): Promise<StoredResult> {

@@ -64,6 +64,10 @@ export interface RouteSpec<
   readonly description?: string;
   readonly tags: readonly string[];
   readonly credential: CredentialKind;
+  /** The credential must cover the exact body (for operations whose body is the intent, e.g. enrolment proofs). */
+  readonly bodyBound?: boolean;
+  /** Callable by a device whose enrolment is not complete (enrolment completion only). */
+  readonly allowPendingDevice?: boolean;
   /** Body format of this route's validation errors; runtime, fencing and coordination failures are always Problems. */
   readonly errorFormat: ErrorFormat;
   readonly params?: PS;

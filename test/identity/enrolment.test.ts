@@ -1,0 +1,237 @@
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ManualClock } from '../../actors/clock.js';
+import { DeviceClient } from '../../client/device-client.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { jsonOf } from '../support/http.js';
+import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
+
+/** Device plane through HTTP: enrolment, device assertions, devices, passports. Refusals first. */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+// The server's clock starts at real time (assertions carry real time) and is moved by hand for expiry.
+const clock = new ManualClock(Date.now());
+const now = (): number => Math.floor(clock.now() / 1000);
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, {}, clock);
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+async function start(handle: string, device: DeviceClient): Promise<Record<string, string>> {
+  const res = await fetch(`${server.url}/v1/enrol/start`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } }),
+  });
+  assert.is(res.status, 201, await res.clone().text());
+  const body = (await res.json()) as Record<string, string>;
+  device.deviceId = body.deviceId;
+  return body;
+}
+
+async function complete(device: DeviceClient, started: Record<string, string>): Promise<Response> {
+  return device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce }, { bindBody: true });
+}
+
+async function enrolFirst(handle: string): Promise<{ device: DeviceClient; passport: string }> {
+  const device = await DeviceClient.generate(`${handle} laptop`);
+  const started = await start(handle, device);
+  const res = await complete(device, started);
+  assert.is(res.status, 201);
+  return { device, passport: ((await res.json()) as { passport: string }).passport };
+}
+
+async function assertProblem(res: Response, status: number, code: string): Promise<void> {
+  assert.is(res.status, status, `expected ${status} ${code}`);
+  assert.is(res.headers.get('content-type'), 'application/problem+json');
+  const body = await jsonOf(res);
+  assert.is(body.code, code);
+  assert.is(body.requestId, res.headers.get('x-request-id'));
+}
+
+test('start refuses a key that is not a public P-256 point, a private key, and a bad handle', async () => {
+  const device = await DeviceClient.generate('x');
+  const post = (body: unknown) =>
+    fetch(`${server.url}/v1/enrol/start`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const offCurve = { ...device.publicJwk, y: device.publicJwk.x };
+  await assertProblem(await post({ handle: 'alice', device: { name: 'a', publicKey: offCurve } }), 400, 'device_key_invalid');
+  await assertProblem(await post({ handle: 'alice', device: { name: 'a', publicKey: { ...device.publicJwk, d: 'secret' } } }), 400, 'validation_failed');
+  await assertProblem(await post({ handle: 'A!', device: { name: 'a', publicKey: device.publicJwk } }), 400, 'validation_failed');
+});
+
+test('device assertions: missing, bearer instead, unknown device, forged, replayed, expired, other path, other body', async () => {
+  const device = await DeviceClient.generate('phone');
+  const started = await start('bob', device);
+  const body = JSON.stringify({ enrolmentId: started.enrolmentId, nonce: started.nonce });
+  const send = (assertion: string | undefined, sentBody = body, path = '/v1/enrol/complete', extra: Record<string, string> = {}) =>
+    fetch(server.url + path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(assertion ? { 'platform-device-assertion': assertion } : {}), ...extra },
+      body: sentBody,
+    });
+  await assertProblem(await send(undefined), 401, 'device_assertion_required');
+  await assertProblem(await send(undefined, body, '/v1/enrol/complete', { authorization: 'Bearer project-token' }), 401, 'device_assertion_required');
+  await assertProblem(await send('not.a.jws'), 401, 'device_assertion_invalid');
+  const stranger = await DeviceClient.generate('stranger');
+  await assertProblem(
+    await send(await stranger.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, deviceId: 'dev_00000000000000000000000000' })),
+    401,
+    'device_unknown',
+  );
+  // Signed by another key, under the enrolling device's id.
+  await assertProblem(
+    await send(await stranger.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, deviceId: device.deviceId! })),
+    401,
+    'device_assertion_invalid',
+  );
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() - 120 })), 401, 'device_assertion_expired');
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() + 120 })), 401, 'device_assertion_expired');
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/pending', body, bindBody: true })), 401, 'device_assertion_mismatch');
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body: '{"other":1}', bindBody: true })), 401, 'device_assertion_body_mismatch');
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete' })), 401, 'device_assertion_body_mismatch');
+  const good = await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true });
+  assert.is((await send(good)).status, 201);
+  await assertProblem(await send(good), 401, 'device_assertion_replayed');
+});
+
+test('a device that has not completed enrolment is refused everywhere but completion', async () => {
+  const device = await DeviceClient.generate('tablet');
+  await start('carol', device);
+  await assertProblem(await device.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_not_enrolled');
+});
+
+test('first device of a new account: possession proof, then a passport verifiable offline with the JWKS', async () => {
+  const device = await DeviceClient.generate('dave laptop');
+  const started = await start('dave', device);
+  assert.is(started.proof, 'possession');
+  assert.match(started.verificationCode!, /^\d{6}$/);
+  await assertProblem(
+    await device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: 'x'.repeat(43) }),
+    403,
+    'enrolment_proof_invalid',
+  );
+  const res = await complete(device, started);
+  assert.is(res.status, 201);
+  const body = (await res.json()) as { handle: string; deviceId: string; passport: string };
+  assert.is(body.handle, 'dave');
+  assert.is(body.deviceId, device.deviceId);
+  const jwks = (await (await fetch(`${server.url}/v1/auth/jwks`)).json()) as { keys: [] };
+  const { payload, protectedHeader } = await jwtVerify(body.passport, createLocalJWKSet(jwks), { audience: 'registry', currentDate: new Date(clock.now()) });
+  assert.is(protectedHeader.typ, 'passport+jwt');
+  assert.is(payload.dev, device.deviceId);
+  assert.is(payload.aep, 1);
+  assert.match(String(payload.sub), /^acc_/);
+  // Completing again (a fresh assertion): the enrolment is spent.
+  await assertProblem(await complete(device, started), 404, 'enrolment_not_found');
+});
+
+test('a handle being enrolled is not available to someone else', async () => {
+  await start('erin', await DeviceClient.generate('erin 1'));
+  const other = await DeviceClient.generate('not erin');
+  const res = await fetch(`${server.url}/v1/enrol/start`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ handle: 'erin', device: { name: 'x', publicKey: other.publicJwk } }),
+  });
+  await assertProblem(res, 409, 'handle_unavailable');
+});
+
+test('a further device waits for an enrolled device: pending, admitted, enrolled; refused stays out', async () => {
+  const { device: first } = await enrolFirst('frank');
+  const second = await DeviceClient.generate('frank phone');
+  const startedSecond = await start('frank', second);
+  assert.is(startedSecond.proof, 'approval');
+  await assertProblem(await complete(second, startedSecond), 409, 'enrolment_pending');
+
+  const pending = (await (await first.request(server.url, 'GET', '/v1/enrol/pending')).json()) as {
+    pending: Array<{ enrolmentId: string; deviceName: string; verificationCode: string }>;
+  };
+  assert.is(pending.pending.length, 1);
+  assert.is(pending.pending[0]!.deviceName, 'frank phone');
+  assert.is(pending.pending[0]!.verificationCode, startedSecond.verificationCode, 'both devices show the same code');
+  // A pending device cannot approve itself.
+  await assertProblem(await second.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: startedSecond.enrolmentId, decision: 'admit' }), 401, 'device_not_enrolled');
+  assert.is((await first.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: startedSecond.enrolmentId, decision: 'admit' })).status, 204);
+  await assertProblem(await first.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: startedSecond.enrolmentId, decision: 'refuse' }), 409, 'enrolment_already_decided');
+  const done = await complete(second, startedSecond);
+  assert.is(done.status, 201);
+  assert.is((((await done.json()) as { passport: string }).passport.split('.').length), 3);
+
+  const third = await DeviceClient.generate('unknown laptop');
+  const startedThird = await start('frank', third);
+  assert.is((await first.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: startedThird.enrolmentId, decision: 'refuse' })).status, 204);
+  await assertProblem(await complete(third, startedThird), 403, 'enrolment_refused');
+
+  const list = (await (await second.request(server.url, 'GET', '/v1/account/devices')).json()) as { devices: Array<{ deviceId: string; current: boolean }> };
+  assert.equal(list.devices.map((d) => d.deviceId).sort(), [first.deviceId, second.deviceId].sort());
+  assert.equal(list.devices.find((d) => d.current)?.deviceId, second.deviceId);
+});
+
+test('removing a device ends it at once; revoke-all keeps only the caller; sign-out ends the caller', async () => {
+  const { device: a } = await enrolFirst('gina');
+  const others: DeviceClient[] = [];
+  for (const name of ['b', 'c', 'd']) {
+    const d = await DeviceClient.generate(name);
+    const s = await start('gina', d);
+    assert.is((await a.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: s.enrolmentId, decision: 'admit' })).status, 204);
+    assert.is((await complete(d, s)).status, 201);
+    others.push(d);
+  }
+  const [b, c, d] = others as [DeviceClient, DeviceClient, DeviceClient];
+  await assertProblem(await a.request(server.url, 'DELETE', '/v1/account/devices/dev_00000000000000000000000000'), 404, 'device_not_found');
+  assert.is((await a.request(server.url, 'DELETE', `/v1/account/devices/${b.deviceId}`)).status, 200);
+  await assertProblem(await b.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
+
+  assert.is((await c.request(server.url, 'POST', '/v1/account/devices/revoke-all')).status, 200);
+  await assertProblem(await a.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
+  await assertProblem(await d.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
+  const left = (await (await c.request(server.url, 'GET', '/v1/account/devices')).json()) as { devices: Array<{ deviceId: string }> };
+  assert.equal(left.devices.map((x) => x.deviceId), [c.deviceId]);
+
+  assert.is((await c.request(server.url, 'POST', '/v1/account/sign-out')).status, 204);
+  await assertProblem(await c.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
+});
+
+test('an enrolment expires after 10 minutes; an abandoned handle is released later', async () => {
+  const device = await DeviceClient.generate('slow');
+  const started = await start('hugo', device);
+  clock.advance(11 * 60_000);
+  // The clock moved; the device signs with the server's time.
+  const late = await device.assertion({
+    method: 'POST',
+    target: '/v1/enrol/complete',
+    body: JSON.stringify({ enrolmentId: started.enrolmentId, nonce: started.nonce }),
+    bindBody: true,
+    issuedAt: now(),
+  });
+  const res = await fetch(`${server.url}/v1/enrol/complete`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'platform-device-assertion': late },
+    body: JSON.stringify({ enrolmentId: started.enrolmentId, nonce: started.nonce }),
+  });
+  assert.ok(res.status === 401 || res.status === 404, `got ${res.status}`);
+  clock.advance(60 * 60_000);
+  // The reservation lapses at enrolment expiry plus an hour; the timer poller reaches the (passivated) handle actor
+  // asynchronously, so time keeps moving while we wait, as it would for real.
+  const again = await DeviceClient.generate('hugo again');
+  const released = await waitFor(async () => {
+    clock.advance(1_000);
+    const res = await fetch(`${server.url}/v1/enrol/start`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ handle: 'hugo', device: { name: 'x', publicKey: again.publicJwk } }),
+    });
+    return res.status === 201 ? ((await res.json()) as { proof: string }) : undefined;
+  }, 'the handle to be released');
+  assert.is(released.proof, 'possession', 'a new account can take the handle');
+});
+
+test.run();

@@ -1,0 +1,299 @@
+import * as z from 'zod';
+import type { Clock } from '../../../actors/clock.js';
+import { verificationCode, type Accounts } from '../../../identity/accounts.js';
+import { acceptDeviceKey, DevicePublicKeySchema, InvalidDeviceKeyError } from '../../../identity/device-keys.js';
+import type { RegistrySigningKeys } from '../../../identity/signing-keys.js';
+import { apiSchema } from '../api-schemas.js';
+import type { Principal } from '../credentials.js';
+import { HttpError } from '../errors.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
+
+/** How long a passport is valid offline; online, an account epoch raised since its issue ends it sooner. */
+export const PASSPORT_TTL_SECONDS = 30 * 24 * 3600;
+export const PASSPORT_TYPE = 'passport+jwt';
+export const PASSPORT_AUDIENCE = 'registry';
+
+const idOf = (prefix: string) => z.string().regex(new RegExp(`^${prefix}_[0-9a-hjkmnp-tv-z]{26}$`));
+
+const EnrolStartRequest = apiSchema(
+  'EnrolStartRequest',
+  z.strictObject({
+    handle: z.string().regex(/^[a-z][a-z0-9_-]{2,31}$/).describe('The account: a new handle opens an account, an existing one asks to join it.'),
+    device: z.strictObject({
+      name: z.string().min(1).max(64).describe('Shown to the person when approving and listing devices.'),
+      publicKey: DevicePublicKeySchema.describe('The device key: a public P-256 JWK. Private members are refused.'),
+    }),
+  }),
+);
+
+const EnrolStartResponse = apiSchema(
+  'EnrolStartResponse',
+  z.strictObject({
+    enrolmentId: idOf('enr'),
+    deviceId: idOf('dev'),
+    proof: z
+      .enum(['possession', 'approval'])
+      .describe('`possession`: a new account; complete at once with the nonce. `approval`: an enrolled device must admit this one first.'),
+    nonce: z.string().describe('Server nonce to present, under a device assertion, in `POST /v1/enrol/complete`.'),
+    verificationCode: z.string().regex(/^\d{6}$/).describe('Shown on both devices during an approval.'),
+    expiresAt: z.iso.datetime(),
+  }),
+);
+
+const EnrolCompleteRequest = apiSchema(
+  'EnrolCompleteRequest',
+  z.strictObject({ enrolmentId: idOf('enr'), nonce: z.string().min(16).max(128) }),
+);
+
+const EnrolCompleteResponse = apiSchema(
+  'EnrolCompleteResponse',
+  z.strictObject({
+    handle: z.string(),
+    deviceId: idOf('dev'),
+    passport: z.string().describe('Registry-signed ES256 JWT (typ `passport+jwt`) naming account, device and account epoch; keys at `/v1/auth/jwks`.'),
+    passportExpiresAt: z.iso.datetime(),
+  }),
+);
+
+const PendingApprovalList = apiSchema(
+  'PendingApprovalList',
+  z.strictObject({
+    pending: z.array(
+      z.strictObject({
+        enrolmentId: idOf('enr'),
+        deviceName: z.string(),
+        keyThumbprint: z.string(),
+        verificationCode: z.string(),
+        requestedAt: z.iso.datetime(),
+        expiresAt: z.iso.datetime(),
+      }),
+    ),
+  }),
+);
+
+const EnrolApproveRequest = apiSchema(
+  'EnrolApproveRequest',
+  z.strictObject({ enrolmentId: idOf('enr'), decision: z.enum(['admit', 'refuse']) }),
+);
+
+const DeviceListResponse = apiSchema(
+  'DeviceListResponse',
+  z.strictObject({
+    devices: z.array(
+      z.strictObject({
+        deviceId: idOf('dev'),
+        name: z.string(),
+        keyThumbprint: z.string(),
+        enrolledAt: z.iso.datetime(),
+        current: z.boolean().describe('True for the device that made this request.'),
+      }),
+    ),
+  }),
+);
+
+const Jwks = apiSchema(
+  'JsonWebKeySet',
+  z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string() })) }),
+  'Public keys that verify registry-signed tokens (passports).',
+);
+
+export interface EnrolmentDependencies {
+  readonly accounts: Accounts;
+  readonly keys: RegistrySigningKeys;
+  readonly clock: Clock;
+  readonly issuer: string;
+}
+
+function deviceOf(principal: Principal): { accountId: string; deviceId: string } {
+  if (principal.credential !== 'deviceAssertion') throw new Error('route requires a device assertion');
+  return { accountId: principal.accountId, deviceId: principal.deviceId };
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
+  const common = { tags: ['Devices'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
+  const device = { ...common, credential: 'deviceAssertion' } as const;
+  return [
+    defineRoute({
+      ...common,
+      operationId: 'startEnrolment',
+      method: 'post',
+      path: '/v1/enrol/start',
+      summary: 'Start enrolling a device',
+      description:
+        'Names an account by handle and a device key. A new handle opens an account whose first device proves ' +
+        'possession of its key (`proof: possession`); an existing handle asks to join that account, which an ' +
+        'enrolled device must admit (`proof: approval`). Either way the device then calls `POST /v1/enrol/complete` ' +
+        'under a device assertion made with the new key, presenting the nonce. Enrolments expire after 10 minutes.',
+      credential: 'none',
+      body: EnrolStartRequest,
+      responses: { 201: { description: 'Enrolment started.', schema: EnrolStartResponse } },
+      handler: async ({ body }) => {
+        let key;
+        try {
+          key = await acceptDeviceKey(body.device.publicKey);
+        } catch (error) {
+          if (error instanceof InvalidDeviceKeyError) {
+            throw new HttpError(400, 'device_key_invalid', error.message, {
+              details: [{ pointer: '/device/publicKey', in: 'body', code: 'device_key_invalid', message: error.message }],
+            });
+          }
+          throw error;
+        }
+        const started = await deps.accounts.startEnrolment({
+          handle: body.handle,
+          deviceName: body.device.name,
+          publicKey: key.publicKey,
+          thumbprint: key.thumbprint,
+        });
+        return { status: 201, body: { ...started, expiresAt: iso(started.expiresAt) } };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'completeEnrolment',
+      method: 'post',
+      path: '/v1/enrol/complete',
+      summary: 'Complete a device enrolment and receive a passport',
+      description:
+        'Called by the enrolling device, under a body-bound device assertion made with its new key, with the nonce ' +
+        'from `start`. For an approval enrolment, answers 409 `enrolment_pending` until an enrolled device admits ' +
+        'it and 403 `enrolment_refused` if it refused.',
+      bodyBound: true,
+      allowPendingDevice: true,
+      body: EnrolCompleteRequest,
+      responses: { 201: { description: 'The device is enrolled.', schema: EnrolCompleteResponse } },
+      handler: async ({ body, principal }) => {
+        const caller = deviceOf(principal);
+        const account = await deps.accounts.account(caller.accountId);
+        if (account.enrolments[body.enrolmentId]?.device.id !== caller.deviceId) {
+          throw new HttpError(404, 'enrolment_not_found', 'no such enrolment for this device', { family: 'account_policy' });
+        }
+        const done = await deps.accounts.completeEnrolment(caller.accountId, body.enrolmentId, body.nonce);
+        const passport = await deps.keys.sign(
+          { sub: caller.accountId, dev: done.deviceId, aep: done.epoch },
+          { typ: PASSPORT_TYPE, issuer: deps.issuer, audience: PASSPORT_AUDIENCE, expiresInSeconds: PASSPORT_TTL_SECONDS, clock: deps.clock },
+        );
+        return {
+          status: 201,
+          body: {
+            handle: done.handle,
+            deviceId: done.deviceId,
+            passport,
+            passportExpiresAt: iso(Math.floor(deps.clock.now() / 1000) * 1000 + PASSPORT_TTL_SECONDS * 1000),
+          },
+        };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'listPendingEnrolments',
+      method: 'get',
+      path: '/v1/enrol/pending',
+      summary: 'Devices waiting to join this account',
+      responses: { 200: { description: 'Enrolments awaiting a decision.', schema: PendingApprovalList } },
+      handler: async ({ principal }) => {
+        const account = await deps.accounts.account(deviceOf(principal).accountId);
+        const now = deps.clock.now();
+        const pending = Object.values(account.enrolments)
+          .filter((e) => e.mode === 'approval' && e.decision === 'pending' && e.expiresAt > now)
+          .map((e) => ({
+            enrolmentId: e.enrolmentId,
+            deviceName: e.device.name,
+            keyThumbprint: e.device.thumbprint,
+            verificationCode: verificationCode(e.device.thumbprint, e.nonceHash),
+            requestedAt: iso(e.requestedAt),
+            expiresAt: iso(e.expiresAt),
+          }));
+        return { status: 200, body: { pending } };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'decideEnrolment',
+      method: 'post',
+      path: '/v1/enrol/approve',
+      summary: 'Admit or refuse a device waiting to join this account',
+      bodyBound: true,
+      body: EnrolApproveRequest,
+      responses: { 204: { description: 'Decision recorded.' } },
+      handler: async ({ body, principal }) => {
+        const caller = deviceOf(principal);
+        await deps.accounts.decide(caller.accountId, caller.deviceId, body.enrolmentId, body.decision);
+        return { status: 204, body: undefined };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'listDevices',
+      method: 'get',
+      path: '/v1/account/devices',
+      summary: "The account's enrolled devices",
+      responses: { 200: { description: 'Active devices.', schema: DeviceListResponse } },
+      handler: async ({ principal }) => {
+        const caller = deviceOf(principal);
+        const account = await deps.accounts.account(caller.accountId);
+        const devices = Object.values(account.devices)
+          .filter((d) => d.status === 'active')
+          .map((d) => ({ deviceId: d.id, name: d.name, keyThumbprint: d.thumbprint, enrolledAt: iso(d.enrolledAt), current: d.id === caller.deviceId }));
+        return { status: 200, body: { devices } };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'removeDevice',
+      method: 'delete',
+      path: '/v1/account/devices/{deviceId}',
+      summary: 'Remove a device; raises the account epoch',
+      description: 'Passports, page sessions and tokens issued under an older account epoch stop working online.',
+      params: z.strictObject({ deviceId: idOf('dev') }),
+      responses: { 200: { description: 'Removed.' } },
+      handler: async ({ params, principal }) => {
+        const caller = deviceOf(principal);
+        await deps.accounts.removeDevice(caller.accountId, caller.deviceId, params.deviceId);
+        return { status: 200, body: undefined };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'revokeOtherDevices',
+      method: 'post',
+      path: '/v1/account/devices/revoke-all',
+      summary: 'Sign out every other device; keeps this one',
+      responses: { 200: { description: 'Every other device is removed.' } },
+      handler: async ({ principal }) => {
+        const caller = deviceOf(principal);
+        await deps.accounts.revokeOthers(caller.accountId, caller.deviceId);
+        return { status: 200, body: undefined };
+      },
+    }),
+    defineRoute({
+      ...device,
+      operationId: 'signOutDevice',
+      method: 'post',
+      path: '/v1/account/sign-out',
+      summary: "End this device's enrolment",
+      responses: { 204: { description: 'This device is no longer enrolled.' } },
+      handler: async ({ principal }) => {
+        const caller = deviceOf(principal);
+        await deps.accounts.signOut(caller.accountId, caller.deviceId);
+        return { status: 204, body: undefined };
+      },
+    }),
+    defineRoute({
+      operationId: 'getRegistryJwks',
+      method: 'get',
+      path: '/v1/auth/jwks',
+      summary: 'Registry signing keys',
+      description: 'Public keys (JWKS) verifying passports offline.',
+      tags: ['Devices'],
+      credential: 'none',
+      errorFormat: 'problem',
+      errors: PROBLEM_TABLE_STATUSES,
+      responses: { 200: { description: 'The key set.', schema: Jwks } },
+      handler: async () => ({ status: 200, body: { keys: deps.keys.jwks.keys.map((k) => ({ ...k, kty: k.kty ?? 'EC', kid: k.kid ?? '' })) } }),
+    }),
+  ];
+}
