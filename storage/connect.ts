@@ -45,8 +45,13 @@ export function connectStorage(options: ConnectOptions): StorageConnection {
     connectionTimeoutMillis: 5_000,
     types,
   });
-  // An idle client losing its connection must not crash the process; the next query reports the outage.
+  // A client losing its connection must not crash the process; the query it was running, or the next one, reports
+  // the outage. pg-pool listens only to idle clients and drops that listener while a client is checked out, so
+  // every client gets a listener of its own for its whole life.
   pool.on('error', (error) => options.onError?.(error));
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.onError?.(error));
+  });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closed: Promise<void> | undefined;
   return {

@@ -155,7 +155,9 @@ test('GET /ready answers 503 (and /v1/status says why) when Postgres stops answe
     const pid = Number((await readFile(path.join(dataDir, 'postgres', 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
     process.kill(pid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 300));
-    const ready = await fetch(`${server.url}/ready`);
+    const ready = await fetch(`${server.url}/ready`).catch((error: unknown) => {
+      throw new Error(`the server did not answer: ${String(error)}\n${server.lines.filter((l) => !l.startsWith('{')).join('\n').slice(0, 4000)}`);
+    });
     assert.is(ready.status, 503);
     const body = (await ready.json()) as { status: string; checks: { storage: { status: string } } };
     assert.is(body.status, 'unavailable');
@@ -163,7 +165,11 @@ test('GET /ready answers 503 (and /v1/status says why) when Postgres stops answe
     const status = await fetch(`${server.url}/v1/status`);
     assert.is(status.status, 200);
     // A write now fails cleanly as a retryable 503 Problem rather than hanging or crashing the process.
-    const write = await fetch(`${server.url}/v1/test-counters/c-99/add`, { method: 'POST', body: '{"amount":1}', headers: { 'content-type': 'application/json' } });
+    const write = await fetch(`${server.url}/v1/test-counters/c-99/add`, { method: 'POST', body: '{"amount":1}', headers: { 'content-type': 'application/json' } }).catch(
+      (error: unknown) => {
+        throw new Error(`the server did not answer: ${String(error)}\n${server.lines.slice(-15).join('\n')}`);
+      },
+    );
     assert.is(write.status, 503);
     assert.is(write.headers.get('content-type'), 'application/problem+json');
   } finally {
