@@ -1,4 +1,4 @@
-import type { EventObject } from 'xstate';
+import type { AnyMachineSnapshot, EventObject } from 'xstate';
 import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEvent } from './actor-kind.js';
 import { Activation, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
@@ -140,6 +140,15 @@ export class ActorHost {
       out.push(this.#describe(a));
     }
     return out;
+  }
+
+  /**
+   * The state of a live actor when everything it holds is committed; undefined otherwise (not in memory, loading,
+   * or with writes in flight), in which case send it an event it ignores to read its durable state.
+   */
+  peekCommitted(kind: string, key: string): AnyMachineSnapshot | undefined {
+    const a = this.#live.get(kind)?.get(key);
+    return a && a.status === 'live' && a.committedVersion === a.version ? a.snapshot : undefined;
   }
 
   /** The live view of one actor, if it is in memory. */

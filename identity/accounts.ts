@@ -47,6 +47,8 @@ export class Accounts {
   readonly #host: ActorHost;
   readonly #clock: Clock;
   readonly #keys = new DeviceKeyCache();
+  /** Device id → account id: assigned once and never changed, so it is cached (bounded). */
+  readonly #deviceAccounts = new Map<string, string>();
 
   constructor(host: ActorHost, clock: Clock) {
     this.#host = host;
@@ -102,9 +104,10 @@ export class Accounts {
     return { deviceId: outcome.deviceId, epoch: outcome.epoch, handle: context.handle! };
   }
 
-  async account(accountId: string): Promise<AccountContext & { state: string }> {
-    const reply = await this.#host.send('account', accountId, { type: 'account.read' });
-    return { ...(reply.snapshot.context as AccountContext), state: String(reply.snapshot.value) };
+  /** The account's committed state: read in place when it is live and fully committed, else through its mailbox. */
+  async account(accountId: string): Promise<AccountContext> {
+    const snapshot = this.#host.peekCommitted('account', accountId) ?? (await this.#host.send('account', accountId, { type: 'account.read' })).snapshot;
+    return snapshot.context as AccountContext;
   }
 
   async decide(accountId: string, byDeviceId: string, enrolmentId: string, decision: 'admit' | 'refuse'): Promise<void> {
@@ -126,16 +129,21 @@ export class Accounts {
   /** The device key lookup behind device assertions: device id → account → that device's key and status. */
   readonly lookupDevice: DeviceKeyLookup = async (deviceId) => {
     if (!/^dev_[0-9a-hjkmnp-tv-z]{26}$/.test(deviceId)) return undefined;
-    const directory = await this.#host.send('device', deviceId, { type: 'device.read' });
-    const accountId = (directory.snapshot.context as { accountId: string | null }).accountId;
-    if (!accountId) return undefined;
+    let accountId = this.#deviceAccounts.get(deviceId);
+    if (!accountId) {
+      const directory = await this.#host.send('device', deviceId, { type: 'device.read' });
+      const assigned = (directory.snapshot.context as { accountId: string | null }).accountId;
+      if (!assigned) return undefined;
+      if (this.#deviceAccounts.size >= 100_000) this.#deviceAccounts.delete(this.#deviceAccounts.keys().next().value!);
+      this.#deviceAccounts.set(deviceId, (accountId = assigned));
+    }
     const account = await this.account(accountId);
     const enrolled = account.devices[deviceId];
-    const pending = Object.values(account.enrolments).find((e) => e.device.id === deviceId);
-    const device = enrolled ?? pending?.device;
+    const device = enrolled ?? Object.values(account.enrolments).find((e) => e.device.id === deviceId)?.device;
     if (!device) return undefined;
     const status = enrolled ? (enrolled.status === 'active' ? 'active' : 'removed') : 'pending';
-    return { deviceId, accountId, status, key: await this.#keys.get(device.publicKey, device.thumbprint), thumbprint: device.thumbprint };
+    const key = this.#keys.cached(device.thumbprint) ?? (await this.#keys.get(device.publicKey, device.thumbprint));
+    return { deviceId, accountId, status, key, thumbprint: device.thumbprint };
   };
 
   async #assignDevice(deviceId: string, accountId: string): Promise<void> {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { compactVerify, decodeProtectedHeader, type CryptoKey } from 'jose';
+import { flattenedVerify, type CryptoKey } from 'jose';
 import type { Clock } from '../actors/clock.js';
 import type { IncomingRequest } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
@@ -45,6 +45,8 @@ interface AssertionPayload {
   jti?: unknown;
   bdh?: unknown;
 }
+
+const utf8 = new TextDecoder();
 
 const refuse = (code: string, message: string): HttpError =>
   new HttpError(401, code, message, { family: 'account_policy', headers: { 'www-authenticate': 'DeviceAssertion' } });
@@ -103,9 +105,12 @@ export class DeviceAssertionVerifier {
   async verify(request: IncomingRequest, options: { bodyBound: boolean; allowPending?: boolean }): Promise<VerifiedAssertion> {
     const jws = request.headers[DEVICE_ASSERTION_HEADER];
     if (!jws) throw refuse('device_assertion_required', 'this operation requires a Platform-Device-Assertion header');
+    // Split once: the header names the key, and the same parts are then verified.
+    const parts = jws.split('.');
     let kid: string;
     try {
-      const header = decodeProtectedHeader(jws);
+      if (parts.length !== 3) throw new Error();
+      const header = JSON.parse(Buffer.from(parts[0]!, 'base64url').toString()) as { alg?: unknown; typ?: unknown; kid?: unknown };
       if (header.alg !== 'ES256' || header.typ !== DEVICE_ASSERTION_TYPE || typeof header.kid !== 'string') throw new Error();
       kid = header.kid;
     } catch {
@@ -119,8 +124,10 @@ export class DeviceAssertionVerifier {
     }
     let payload: AssertionPayload;
     try {
-      const verified = await compactVerify(jws, device.key, { algorithms: ['ES256'] });
-      payload = JSON.parse(new TextDecoder().decode(verified.payload)) as AssertionPayload;
+      const verified = await flattenedVerify({ protected: parts[0]!, payload: parts[1]!, signature: parts[2]! }, device.key, {
+        algorithms: ['ES256'],
+      });
+      payload = JSON.parse(utf8.decode(verified.payload)) as AssertionPayload;
     } catch {
       throw refuse('device_assertion_invalid', 'the device assertion signature does not verify');
     }

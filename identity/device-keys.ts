@@ -38,6 +38,10 @@ export class DeviceKeyCache {
     this.#limit = limit;
   }
 
+  cached(thumbprint: string): CryptoKey | undefined {
+    return this.#keys.get(thumbprint);
+  }
+
   async get(publicKey: DevicePublicKey, thumbprint: string): Promise<CryptoKey> {
     const cached = this.#keys.get(thumbprint);
     if (cached) return cached;
