@@ -13,6 +13,7 @@ import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.
 import type { CredentialVerifiers } from '../transport/http/credentials.js';
 import { HttpGateway, newRequestId } from '../transport/http/gateway.js';
 import { buildOpenApiDocument } from '../transport/http/openapi.js';
+import { RateLimiter } from '../transport/http/rate-limit.js';
 import type { AnyRoute } from '../transport/http/route.js';
 import { statusRoutes } from '../transport/http/routes/status.routes.js';
 import { operatorVerifier, opsRoutes } from '../transport/ops/ops.routes.js';
@@ -168,6 +169,7 @@ export async function startServer(
       logger: logger.child({ component: 'http' }),
       maxBodyBytes: config.maxBodyBytes,
       observer: metrics.http,
+      rateLimiter: new RateLimiter(clock),
     });
     const app = uws.App();
     const sockets: MountedWebSocketEndpoint[] = [];

@@ -234,4 +234,25 @@ test('an enrolment expires after 10 minutes; an abandoned handle is released lat
   assert.is(released.proof, 'possession', 'a new account can take the handle');
 });
 
+test('enrolment starts are rate limited per client address, before any work', async () => {
+  const device = await DeviceClient.generate('flood');
+  const post = (i: number) =>
+    fetch(`${server.url}/v1/enrol/start`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ handle: `flood${i}`, device: { name: 'x', publicKey: device.publicJwk } }),
+    });
+  let limited: Response | undefined;
+  for (let i = 0; i < 25 && !limited; i++) {
+    const res = await post(i);
+    if (res.status === 429) limited = res;
+    else assert.is(res.status, 201);
+  }
+  assert.ok(limited, 'a burst beyond 20 is refused');
+  assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+  await assertProblem(limited, 429, 'rate_limited');
+  clock.advance(60_000);
+  assert.is((await post(99)).status, 201, 'the bucket refills with time');
+});
+
 test.run();

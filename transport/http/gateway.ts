@@ -8,6 +8,7 @@ import { anonymous, type CredentialVerifiers, type IncomingRequest, type Princip
 import { HttpError, renderError, statusTitle, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import type { AnyRoute } from './route.js';
+import type { RateLimiter } from './rate-limit.js';
 import { Router } from './router.js';
 
 export interface HttpObserver {
@@ -22,6 +23,8 @@ export interface GatewayOptions {
   /** Default request body limit; a route may set a lower one. */
   readonly maxBodyBytes: number;
   readonly observer?: HttpObserver;
+  /** Needed when any route declares a rate limit. */
+  readonly rateLimiter?: RateLimiter;
 }
 
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]+\+)?json\s*(?:;\s*charset=utf-8\s*)?$/i;
@@ -64,6 +67,7 @@ export class HttpGateway {
       if (route.path.includes('{') && !route.params) {
         throw new Error(`route ${route.operationId} has path parameters but no params schema`);
       }
+      if (route.rateLimit && !options.rateLimiter) throw new Error(`route ${route.operationId} is rate limited but no limiter is given`);
     }
     this.#router = new Router(options.routes);
     this.#options = options;
@@ -145,10 +149,12 @@ export class HttpGateway {
       const route = match.route;
       operation = route.operationId;
       format = route.errorFormat;
+      if (route.rateLimit?.by === 'address') this.#limit(route, `${route.operationId} ${request.remoteAddress}`);
       const body = await readBody(res, request.headers, route.maxBodyBytes ?? this.#options.maxBodyBytes, state);
       if (state.aborted) return;
       const incoming: IncomingRequest = { ...request, body };
       const principal = await this.#authenticate(route, incoming);
+      if (route.rateLimit?.by === 'subject') this.#limit(route, `${route.operationId} ${principal.subject}`);
       const params = validate(route.params, match.params, 'path');
       const query = validate(route.query, parseQuery(request.query), 'query', route.query === undefined);
       const json = parseBody(route, request.headers, body);
@@ -188,6 +194,17 @@ export class HttpGateway {
     const entry = { method: request.method, path: request.path, operation, status: reply.status, durationMs: Math.round(durationMs * 10) / 10 };
     if (reply.status >= 500) log.warn(entry, 'request failed');
     else log.debug(entry, 'request');
+  }
+
+  #limit(route: AnyRoute, key: string): void {
+    const { perMinute, burst } = route.rateLimit!;
+    const wait = this.#options.rateLimiter!.take(key, perMinute, burst);
+    if (wait > 0) {
+      throw new HttpError(429, 'rate_limited', `too many requests for this operation; retry in ${wait} s`, {
+        family: 'account_policy',
+        headers: { 'retry-after': String(wait) },
+      });
+    }
   }
 
   async #authenticate(route: AnyRoute, request: IncomingRequest): Promise<Principal> {

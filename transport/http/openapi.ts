@@ -147,6 +147,7 @@ function errorStatuses(route: AnyRoute): number[] {
   if (route.body) [413, 415].forEach((s) => statuses.add(s));
   if (route.credential !== 'none') [401, 403].forEach((s) => statuses.add(s));
   if (route.idempotency) [409, 422].forEach((s) => statuses.add(s));
+  if (route.rateLimit) statuses.add(429);
   return [...statuses].sort((a, b) => a - b);
 }
 
@@ -156,6 +157,7 @@ function errorResponse(route: AnyRoute, status: number): Json {
   const mayBeProblem =
     route.errorFormat === 'problem' ||
     status === 503 ||
+    (route.rateLimit !== undefined && status === 429) ||
     (runtimeCredentials.has(route.credential) && [401, 403, 409, 429].includes(status));
   const content: Json =
     route.errorFormat === 'problem'

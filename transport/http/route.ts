@@ -75,6 +75,11 @@ export interface RouteSpec<
   /** JSON request body; a route without one refuses a non-empty body. */
   readonly body?: BS;
   readonly maxBodyBytes?: number;
+  /**
+   * Requests per minute per caller (`by: 'subject'`, after authentication) or per client address (`by: 'address'`,
+   * before any other work: for unauthenticated operations). Over it: 429 `rate_limited` with Retry-After.
+   */
+  readonly rateLimit?: { readonly perMinute: number; readonly burst: number; readonly by: 'address' | 'subject' };
   readonly idempotency?: 'required' | 'optional';
   readonly responses: R;
   /** Error statuses the handler itself may produce, besides those the gateway adds (400, 413, 415, 500, 503 …). */

@@ -126,8 +126,11 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
         'Names an account by handle and a device key. A new handle opens an account whose first device proves ' +
         'possession of its key (`proof: possession`); an existing handle asks to join that account, which an ' +
         'enrolled device must admit (`proof: approval`). Either way the device then calls `POST /v1/enrol/complete` ' +
-        'under a device assertion made with the new key, presenting the nonce. Enrolments expire after 10 minutes.',
+        'under a device assertion made with the new key, presenting the nonce. Enrolments expire after 10 minutes. ' +
+        'Limited to 10 per minute per client address (bursts of 20): over it, 429 `rate_limited` with Retry-After.',
       credential: 'none',
+      // Unauthenticated and it reserves handles: bounded per client address.
+      rateLimit: { perMinute: 10, burst: 20, by: 'address' },
       body: EnrolStartRequest,
       responses: { 201: { description: 'Enrolment started.', schema: EnrolStartResponse } },
       handler: async ({ body }) => {
