@@ -34,7 +34,8 @@ export type DeviceKeyLookup = (deviceId: string) => Promise<DeviceKeyRecord | un
 export interface VerifiedAssertion {
   readonly deviceId: string;
   readonly accountId: string;
-  readonly status: DeviceKeyRecord['status'];
+  /** Removed devices never verify. */
+  readonly status: 'active' | 'pending';
   readonly thumbprint: string;
 }
 
@@ -119,7 +120,8 @@ export class DeviceAssertionVerifier {
     const device = await this.#lookup(kid);
     if (!device) throw refuse('device_unknown', 'the assertion names no enrolled device');
     if (device.status === 'removed') throw refuse('device_removed', 'this device was removed from its account');
-    if (device.status === 'pending' && !options.allowPending) {
+    const status = device.status;
+    if (status === 'pending' && !options.allowPending) {
       throw refuse('device_not_enrolled', 'this device has not completed its enrolment');
     }
     let payload: AssertionPayload;
@@ -150,6 +152,6 @@ export class DeviceAssertionVerifier {
     if (!this.#replays.firstUse(`${device.deviceId}:${payload.jti}`, payload.iat * 1000 + this.#skewMs)) {
       throw refuse('device_assertion_replayed', 'this assertion was already used');
     }
-    return { deviceId: device.deviceId, accountId: device.accountId, status: device.status, thumbprint: device.thumbprint };
+    return { deviceId: device.deviceId, accountId: device.accountId, status, thumbprint: device.thumbprint };
   }
 }

@@ -20,7 +20,6 @@ export const identityFeature: ServerParts = {
             bodyBound: requirements.bodyBound,
             allowPending: requirements.allowPendingDevice,
           });
-          if (verified.status === 'removed') throw new Error('unreachable: removed devices are refused by the verifier');
           return {
             credential: 'deviceAssertion',
             subject: verified.accountId,

@@ -9,12 +9,15 @@ import type { Database } from '../storage/database.js';
  * with the same key and a restart keeps tokens valid; the public halves are published as a JWKS, so anyone can verify
  * offline. The newest unretired key signs; retired keys stay published until what they signed has expired.
  */
+/** A published public key: always identified and typed. */
+export type PublishedJwk = JWK & { readonly kid: string; readonly kty: string };
+
 export class RegistrySigningKeys {
   readonly #signing: { kid: string; key: CryptoKey };
-  readonly #jwks: { keys: JWK[] };
+  readonly #jwks: { keys: PublishedJwk[] };
   readonly #verifyWith: ReturnType<typeof createLocalJWKSet>;
 
-  private constructor(signing: { kid: string; key: CryptoKey }, jwks: { keys: JWK[] }) {
+  private constructor(signing: { kid: string; key: CryptoKey }, jwks: { keys: PublishedJwk[] }) {
     this.#signing = signing;
     this.#jwks = jwks;
     this.#verifyWith = createLocalJWKSet(jwks);
@@ -39,22 +42,28 @@ export class RegistrySigningKeys {
     }
     const active = rows.find((r) => r.retired_at === null)!;
     const key = (await importJWK(active.private_jwk, 'ES256')) as CryptoKey;
-    return new RegistrySigningKeys({ kid: active.kid, key }, { keys: rows.map((r) => r.public_jwk as JWK) });
+    return new RegistrySigningKeys({ kid: active.kid, key }, { keys: rows.map((r) => r.public_jwk as PublishedJwk) });
   }
 
-  get jwks(): { keys: readonly JWK[] } {
+  get jwks(): { keys: readonly PublishedJwk[] } {
     return this.#jwks;
   }
 
-  sign(claims: JWTPayload, options: { typ: string; issuer: string; audience: string; expiresInSeconds: number; clock: Clock }): Promise<string> {
+  /** Signs a token; `expiresAt` (ms) is the `exp` it carries, so callers never compute it a second time. */
+  async sign(
+    claims: JWTPayload,
+    options: { typ: string; issuer: string; audience: string; expiresInSeconds: number; clock: Clock },
+  ): Promise<{ token: string; expiresAt: number }> {
     const now = Math.floor(options.clock.now() / 1000);
-    return new SignJWT(claims)
+    const exp = now + options.expiresInSeconds;
+    const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: 'ES256', kid: this.#signing.kid, typ: options.typ })
       .setIssuer(options.issuer)
       .setAudience(options.audience)
       .setIssuedAt(now)
-      .setExpirationTime(now + options.expiresInSeconds)
+      .setExpirationTime(exp)
       .sign(this.#signing.key);
+    return { token, expiresAt: exp * 1000 };
   }
 
   async verify(token: string, options: { typ: string; issuer: string; audience: string; clock: Clock }): Promise<JWTPayload> {

@@ -24,6 +24,11 @@ class Counter implements Metric {
     const key = labelKey(labels);
     this.#values.set(key, (this.#values.get(key) ?? 0) + by);
   }
+  /** An incrementer for one label set, its key built once: for series bumped on every event. */
+  bound(labels: Labels): () => void {
+    const key = labelKey(labels);
+    return () => this.#values.set(key, (this.#values.get(key) ?? 0) + 1);
+  }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
     for (const [key, value] of this.#values) lines.push(`${this.name}${key ? `{${key}}` : ''} ${value}`);
@@ -111,6 +116,7 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const activations = registry.counter('registry_actor_activations_total', 'Actor activations (loads into memory).');
   const deactivations = registry.counter('registry_actor_deactivations_total', 'Actors leaving memory, by reason.');
   const events = registry.counter('registry_actor_events_total', 'Events delivered to actors.');
+  const eventsByKind = new Map<string, () => void>();
   registry.gauge('registry_actors_live', 'Actors in memory, by kind.', () =>
     [...sources.liveActors()].map(([kind, n]) => [{ kind }, n] as const),
   );
@@ -133,7 +139,11 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
     host: {
       activated: (kind: string) => activations.inc({ kind }),
       deactivated: (kind: string, reason: string) => deactivations.inc({ kind, reason }),
-      eventAccepted: (kind: string) => events.inc({ kind }),
+      eventAccepted(kind: string): void {
+        let bump = eventsByKind.get(kind);
+        if (!bump) eventsByKind.set(kind, (bump = events.bound({ kind })));
+        bump();
+      },
       batchCommitted(actors: number, journalEntries: number, durationMs: number): void {
         batchActors.observe(actors);
         batchEvents.observe(journalEntries);

@@ -11,7 +11,8 @@ export interface Database {
 export interface SigningKeyTable {
   kid: string;
   alg: 'ES256';
-  public_jwk: ColumnType<Record<string, string>, string, string>;
+  /** Written with `kid` and `kty` always (see RegistrySigningKeys). */
+  public_jwk: ColumnType<Record<string, string> & { kid: string; kty: string }, string, string>;
   private_jwk: ColumnType<Record<string, string>, string, string>;
   created_at: Generated<Date>;
   retired_at: ColumnType<Date | null, Date | null | undefined, Date | null>;

@@ -184,8 +184,8 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
           body: {
             handle: done.handle,
             deviceId: done.deviceId,
-            passport,
-            passportExpiresAt: iso(Math.floor(deps.clock.now() / 1000) * 1000 + PASSPORT_TTL_SECONDS * 1000),
+            passport: passport.token,
+            passportExpiresAt: iso(passport.expiresAt),
           },
         };
       },
@@ -296,7 +296,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       errorFormat: 'problem',
       errors: PROBLEM_TABLE_STATUSES,
       responses: { 200: { description: 'The key set.', schema: Jwks } },
-      handler: async () => ({ status: 200, body: { keys: deps.keys.jwks.keys.map((k) => ({ ...k, kty: k.kty ?? 'EC', kid: k.kid ?? '' })) } }),
+      handler: async () => ({ status: 200, body: { keys: [...deps.keys.jwks.keys] } }),
     }),
   ];
 }
