@@ -2,7 +2,7 @@ import { defineActorKind } from './actor-kind.js';
 import { accountMachine, accountTimers } from '../machines/account/account.machine.js';
 import { accountHandleMachine, accountHandleTimers } from '../machines/account-handle/account-handle.machine.js';
 import { deviceMachine } from '../machines/device/device.machine.js';
-import { idPattern } from '../identity/ids.js';
+import { HANDLE, idPattern } from '../identity/ids.js';
 
 export const accountKind = defineActorKind({
   name: 'account',
@@ -14,7 +14,7 @@ export const accountKind = defineActorKind({
 export const accountHandleKind = defineActorKind({
   name: 'account-handle',
   machine: accountHandleMachine,
-  key: { pattern: /^[a-z][a-z0-9_-]{2,31}$/, describe: 'handle, lower-case: a letter then 2 to 31 of a-z 0-9 _ -' },
+  key: { pattern: HANDLE, describe: 'handle, lower-case: a letter then 2 to 31 of a-z 0-9 _ -' },
   timers: (snapshot) => accountHandleTimers(snapshot.context),
 });
 

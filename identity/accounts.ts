@@ -5,12 +5,12 @@ import type { ActorReply } from '../actors/activation.js';
 import type { Clock } from '../actors/clock.js';
 import type { AccountContext } from '../machines/account/account.machine.js';
 import type { AccountEmitted, AccountRefusalCode, DevicePublicKey } from '../machines/account/account.events.js';
-import type { AccountHandleEmitted } from '../machines/account-handle/account-handle.machine.js';
+import type { AccountHandleContext, AccountHandleEmitted } from '../machines/account-handle/account-handle.machine.js';
 import type { DeviceEmitted } from '../machines/device/device.machine.js';
 import { HttpError } from '../transport/http/errors.js';
 import { DeviceKeyCache } from './device-keys.js';
 import type { DeviceKeyLookup } from './device-assertion.js';
-import { newId } from './ids.js';
+import { HANDLE, newId } from './ids.js';
 
 /** How long an enrolment may take before its nonce, its pending device and (for a new account) its handle lapse. */
 export const ENROLMENT_TTL_MS = 10 * 60_000;
@@ -109,6 +109,17 @@ export class Accounts {
     const snapshot = this.#host.peekCommitted('account', accountId) ?? (await this.#host.send('account', accountId, { type: 'account.read' })).snapshot;
     return snapshot.context as AccountContext;
   }
+
+  /** The account a handle is bound to; undefined for a free or merely reserved handle. */
+  async byHandle(handle: string): Promise<string | undefined> {
+    if (!HANDLE.test(handle)) return undefined;
+    const reply = await this.#host.send('account-handle', handle, { type: 'handle.read' });
+    const context = reply.snapshot.context as AccountHandleContext;
+    return context.accountId !== null && context.reservedUntil === null ? context.accountId : undefined;
+  }
+
+  /** The account's epoch: raised by every device removal; 0 for an account that never completed enrolment. */
+  readonly epochOf = async (accountId: string): Promise<number> => (await this.account(accountId)).epoch;
 
   async decide(accountId: string, byDeviceId: string, enrolmentId: string, decision: 'admit' | 'refuse'): Promise<void> {
     this.#outcome(await this.#host.send('account', accountId, { type: 'account.enrolment.decide', enrolmentId, decision, byDeviceId }));

@@ -1,32 +1,119 @@
 import { identityKinds } from '../actors/identity.actors.js';
 import type { ServerParts } from '../server/server.js';
+import type { CredentialRequirements, CredentialVerifier, IncomingRequest, Principal } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
+import { accountSessionRoutes } from '../transport/http/routes/account-sessions.routes.js';
 import { enrolmentRoutes } from '../transport/http/routes/enrolment.routes.js';
+import { managementSessionRoutes } from '../transport/http/routes/management-session.routes.js';
+import { oidcRoutes } from '../transport/http/routes/oidc.routes.js';
+import { registryAdminRoutes } from '../transport/ops/registry-admin.routes.js';
 import { Accounts } from './accounts.js';
+import { BrowserSessions, CONSOLE_COOKIE, CSRF_SECRET } from './browser-sessions.js';
 import { DeviceAssertionVerifier, ReplayGuard } from './device-assertion.js';
+import { EnvironmentDirectory, PAIRWISE_SECRET } from './environments.js';
+import { MANAGEMENT_AUDIENCE, OAuthGrants } from './oauth-grants.js';
+import { RegistrySecrets } from './opaque-tokens.js';
+import { PlatformAdmins } from './platform-admins.js';
 import { RegistrySigningKeys } from './signing-keys.js';
+import { readCookie } from '../transport/http/cookies.js';
 
-/** Identity plugged into the server: accounts, devices and enrolment, device assertions, passports. */
+const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
+
+/**
+ * Identity plugged into the server: accounts, devices and enrolment, device assertions, passports; page and console
+ * sessions; OIDC for Environment and CLI clients; management sessions; the operators' registry administration.
+ */
 export const identityFeature: ServerParts = {
   kinds: identityKinds,
-  build: async ({ host, clock, storage, config }) => {
+  build: async ({ host, clock, storage, publicUrl }) => {
+    const db = storage.db;
     const accounts = new Accounts(host, clock);
-    const keys = await RegistrySigningKeys.load(storage.db);
+    const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
+    const directory = new EnvironmentDirectory(db, clock, secrets);
+    await directory.ensureCliClient();
+    const sessions = new BrowserSessions(db, clock, secrets);
+    const admins = new PlatformAdmins(db, clock);
+    const grants = new OAuthGrants({ db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl });
     const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: new ReplayGuard(clock) });
+
+    const managementBearer: CredentialVerifier = async (request) => {
+      const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+      if (!token) {
+        throw new HttpError(401, 'management_token_required', 'send a management bearer: Authorization: Bearer <token>', {
+          family: 'management',
+          headers: { 'www-authenticate': 'Bearer realm="registry"' },
+        });
+      }
+      const grant = await grants.verifyAccessToken(token, MANAGEMENT_AUDIENCE);
+      return { credential: 'managementBearer', subject: grant.accountId, accountId: grant.accountId, grantId: grant.id, scopes: grant.scopes };
+    };
+
+    const developerSession: CredentialVerifier = async (request, requirements: CredentialRequirements) => {
+      const session = await sessions.fromRequest('console', request.headers);
+      if (!session) {
+        const presented = readCookie(request.headers, CONSOLE_COOKIE) !== undefined;
+        throw new HttpError(
+          401,
+          presented ? 'developer_session_invalid' : 'developer_session_required',
+          presented ? 'the console session has ended; sign in to the console again' : 'sign in to the console first',
+          { family: 'management' },
+        );
+      }
+      if ((await accounts.epochOf(session.accountId)) !== session.accountEpoch) {
+        throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this session began; sign in again", { family: 'account_policy' });
+      }
+      if (requirements.csrf) {
+        const token = request.headers['x-csrf-token'];
+        if (token === undefined) throw new HttpError(403, 'csrf_required', 'this operation needs the X-CSRF-Token header of the console session', { family: 'management' });
+        if (!sessions.checkCsrf(session.id, token)) throw new HttpError(403, 'csrf_invalid', 'X-CSRF-Token does not belong to this console session', { family: 'management' });
+      }
+      return {
+        credential: 'developerSession',
+        subject: session.accountId,
+        accountId: session.accountId,
+        grantId: session.grantId!,
+        scopes: session.grantScopes,
+        sessionId: session.id,
+        browserId: session.browserId,
+      };
+    };
+
+    /** A bearer wins when both are sent: a CLI never carries the console cookie, a browser rarely a bearer. */
+    const managementIdentity: CredentialVerifier = (request, requirements) =>
+      request.headers.authorization !== undefined ? managementBearer(request, requirements) : developerSession(request, requirements);
+
+    const identify = async (request: IncomingRequest): Promise<Principal | undefined> => {
+      if (request.headers.authorization === undefined && readCookie(request.headers, CONSOLE_COOKIE) === undefined) return undefined;
+      try {
+        return await managementIdentity(request, { bodyBound: false, allowPendingDevice: false, csrf: false });
+      } catch (error) {
+        if (error instanceof HttpError && error.status < 500) return undefined;
+        throw error;
+      }
+    };
+
     return {
-      routes: enrolmentRoutes({ accounts, keys, clock, issuer: config.publicBaseUrl ?? `http://127.0.0.1:${config.port}` }),
+      routes: [
+        ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
+        ...accountSessionRoutes({ accounts, sessions, directory, grants, admins }),
+        ...oidcRoutes({ accounts, sessions, directory, grants, issuer: publicUrl }),
+        ...managementSessionRoutes({ accounts, sessions, directory, grants, admins, identify }),
+      ],
+      opsRoutes: registryAdminRoutes({ db, accounts, directory, admins }),
       verifiers: {
         deviceAssertion: async (request, requirements) => {
-          const verified = await assertions.verify(request, {
-            bodyBound: requirements.bodyBound,
-            allowPending: requirements.allowPendingDevice,
-          });
-          return {
-            credential: 'deviceAssertion',
-            subject: verified.accountId,
-            accountId: verified.accountId,
-            deviceId: verified.deviceId,
-            deviceStatus: verified.status,
-          };
+          const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });
+          return { credential: 'deviceAssertion', subject: verified.accountId, accountId: verified.accountId, deviceId: verified.deviceId, deviceStatus: verified.status };
+        },
+        managementBearer,
+        developerSession,
+        managementIdentity,
+        pageSession: async (request) => {
+          const session = await sessions.fromRequest('page', request.headers);
+          if (!session || (await accounts.epochOf(session.accountId)) !== session.accountEpoch) {
+            throw new HttpError(401, 'page_session_required', 'sign in with the desktop app first', { family: 'account_policy' });
+          }
+          return { credential: 'pageSession', subject: session.accountId, accountId: session.accountId, sessionId: session.id, browserId: session.browserId, accountEpoch: session.accountEpoch };
         },
       },
     };

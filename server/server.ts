@@ -32,12 +32,19 @@ export interface ServerServices {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly metrics: ServerMetrics;
+  /**
+   * The public base URL (`PUBLIC_BASE_URL`, else this node's listening address): OIDC issuer and token issuer. Known
+   * once the server listens, so read it when handling a request, not while building.
+   */
+  readonly publicUrl: () => string;
 }
 
 /** What a feature contributes once storage and the host exist. */
 export interface BuiltFeature {
   readonly routes?: readonly AnyRoute[];
   readonly verifiers?: CredentialVerifiers;
+  /** Routes of the operator listener (loopback or OPS_TOKEN), for the operators' command line. */
+  readonly opsRoutes?: readonly AnyRoute[];
 }
 
 /** The product's features, plugged into the core: actor kinds, routes, credential verifiers and socket endpoints. */
@@ -54,16 +61,18 @@ export function combineParts(...parts: readonly ServerParts[]): ServerParts {
     kinds: parts.flatMap((p) => p.kinds ?? []),
     build: async (services) => {
       const routes: AnyRoute[] = [];
+      const opsRoutes: AnyRoute[] = [];
       const verifiers: CredentialVerifiers = {};
       for (const part of parts) {
         const built = (await part.build?.(services)) ?? {};
         routes.push(...(built.routes ?? []));
+        opsRoutes.push(...(built.opsRoutes ?? []));
         for (const [kind, verifier] of Object.entries(built.verifiers ?? {}) as Array<[keyof CredentialVerifiers, CredentialVerifiers[keyof CredentialVerifiers]]>) {
           if (verifiers[kind]) throw new Error(`two features verify credential ${kind}`);
           verifiers[kind] = verifier;
         }
       }
-      return { routes, verifiers };
+      return { routes, verifiers, opsRoutes };
     },
     sockets: (services, mount) => parts.forEach((p) => p.sockets?.(services, mount)),
   };
@@ -83,6 +92,8 @@ const API_TAGS: Readonly<Record<string, string>> = {
   Status: 'Health and readiness of the registry service, and this description.',
   Devices: 'Device plane: enrolment of devices into accounts, device assertions, passports.',
   Operations: 'Operator listener: inspection and metrics.',
+  Authorization: 'OIDC for registered public Environment and CLI clients: Authorization Code with PKCE (S256 only).',
+  Management: 'Management sessions: CLI grants, console sessions, logout; platform administration.',
 };
 
 export async function startServer(
@@ -135,7 +146,13 @@ export async function startServer(
     host.start();
     cleanups.push(() => host.drain());
 
-    const services: ServerServices = { config, host, store, storage, clock, logger, metrics };
+    let listeningUrl: string | undefined;
+    const publicUrl = (): string => {
+      if (config.publicBaseUrl) return config.publicBaseUrl.replace(/\/$/, '');
+      if (!listeningUrl) throw new Error('the public URL is known once the server listens');
+      return listeningUrl;
+    };
+    const services: ServerServices = { config, host, store, storage, clock, logger, metrics, publicUrl };
     const idempotency = new PostgresIdempotencyStore(storage.db, {
       retentionSeconds: config.idempotencyRetentionSeconds,
       claimTimeoutSeconds: 60,
@@ -159,8 +176,9 @@ export async function startServer(
       }),
       ...(built.routes ?? []),
     ];
-    const publicUrl = config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`;
-    openApi = Object.freeze(buildOpenApiDocument(routes, { serverUrl: publicUrl, tags: API_TAGS }));
+    openApi = Object.freeze(
+      buildOpenApiDocument(routes, { serverUrl: config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`, tags: API_TAGS }),
+    );
 
     const gateway = new HttpGateway({
       routes,
@@ -182,7 +200,7 @@ export async function startServer(
     cleanups.push(async () => closeApp(app));
 
     const opsGateway = new HttpGateway({
-      routes: opsRoutes({ host, store, renderMetrics: metrics.render }),
+      routes: [...opsRoutes({ host, store, renderMetrics: metrics.render }), ...(built.opsRoutes ?? [])],
       verifiers: { operator: operatorVerifier(config.opsToken) },
       idempotency,
       logger: logger.child({ component: 'ops' }),
@@ -195,6 +213,7 @@ export async function startServer(
 
     const port = uws.us_socket_local_port(listen);
     const opsPort = uws.us_socket_local_port(opsListen);
+    listeningUrl = `http://${/^(0\.0\.0\.0|::)$/.test(config.host) ? '127.0.0.1' : config.host}:${port}`;
     logger.info({ port, opsPort, opsHost: config.opsHost, database: embedded ? 'embedded' : 'external' }, 'server listening');
 
     let stopping: Promise<void> | undefined;

@@ -6,6 +6,15 @@ export interface Database {
   actor_journal: ActorJournalTable;
   idempotency_records: IdempotencyRecordTable;
   signing_keys: SigningKeyTable;
+  registry_secrets: RegistrySecretTable;
+  environments: EnvironmentTable;
+  oidc_clients: OidcClientTable;
+  browser_sessions: BrowserSessionTable;
+  oauth_grants: OAuthGrantTable;
+  oauth_codes: OAuthCodeTable;
+  oauth_refresh_tokens: OAuthRefreshTokenTable;
+  platform_admins: PlatformAdminTable;
+  audit_events: AuditEventTable;
 }
 
 export interface SigningKeyTable {
@@ -62,3 +71,106 @@ export interface IdempotencyRecordTable {
 export type ActorSnapshotRow = Selectable<ActorSnapshotTable>;
 export type ActorJournalRow = Selectable<ActorJournalTable>;
 export type NewIdempotencyRecord = Insertable<IdempotencyRecordTable>;
+
+type Instant = ColumnType<Date, Date, Date>;
+type NullableInstant = ColumnType<Date | null, Date | null | undefined, Date | null>;
+type NullableText = ColumnType<string | null, string | null | undefined, string | null>;
+
+export interface RegistrySecretTable {
+  name: string;
+  secret: Buffer;
+  created_at: Generated<Date>;
+}
+
+export interface EnvironmentTable {
+  id: string;
+  origin: string;
+  owner_account_id: string;
+  created_at: Generated<Date>;
+}
+
+export interface OidcClientTable {
+  client_id: string;
+  kind: 'environment' | 'cli';
+  name: string;
+  environment_id: NullableText;
+  /** Exact redirect URIs for Environment clients; empty for the CLI client, which takes any loopback port. */
+  redirect_uris: Json<string[]>;
+  created_at: Generated<Date>;
+}
+
+export interface BrowserSessionTable {
+  id: string;
+  kind: 'page' | 'console';
+  /** SHA-256 of the cookie's secret: the database never holds a usable cookie. */
+  secret_hash: string;
+  /** The browser the session lives in, from its browser cookie: what browser SSO logout ends together. */
+  browser_id: string;
+  account_id: string;
+  account_epoch: Int8;
+  device_id: NullableText;
+  /** For console sessions: the management grant they were exchanged from, which must stay live. */
+  grant_id: NullableText;
+  created_at: Instant;
+  expires_at: Instant;
+  revoked_at: NullableInstant;
+  revoked_reason: NullableText;
+}
+
+export interface OAuthGrantTable {
+  id: string;
+  kind: 'environment' | 'cli' | 'desktop';
+  client_id: NullableText;
+  account_id: string;
+  account_epoch: Int8;
+  device_id: NullableText;
+  browser_id: NullableText;
+  environment_id: NullableText;
+  scopes: Json<string[]>;
+  created_at: Instant;
+  last_used_at: Instant;
+  expires_at: Instant;
+  revoked_at: NullableInstant;
+  revoked_reason: NullableText;
+}
+
+export interface OAuthCodeTable {
+  code_hash: string;
+  client_id: string;
+  redirect_uri: string;
+  code_challenge: string;
+  scopes: Json<string[]>;
+  nonce: NullableText;
+  account_id: string;
+  account_epoch: Int8;
+  browser_id: string;
+  auth_time: Instant;
+  expires_at: Instant;
+  used_at: NullableInstant;
+  grant_id: NullableText;
+}
+
+export interface OAuthRefreshTokenTable {
+  token_hash: string;
+  grant_id: string;
+  generation: number;
+  created_at: Instant;
+  used_at: NullableInstant;
+}
+
+export interface PlatformAdminTable {
+  account_id: string;
+  granted_by: string;
+  reason: string;
+  granted_at: Instant;
+}
+
+export interface AuditEventTable {
+  id: Generated<number>;
+  at: Instant;
+  action: string;
+  actor: string;
+  target: string;
+  reason: NullableText;
+  data: Json<Record<string, unknown>>;
+}

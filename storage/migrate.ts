@@ -3,6 +3,7 @@ import type { Database } from './database.js';
 import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration';
 import * as core0001 from './migrations/0001-core.js';
 import * as signingKeys0002 from './migrations/0002-signing-keys.js';
+import * as access0003 from './migrations/0003-access.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -11,6 +12,7 @@ import * as signingKeys0002 from './migrations/0002-signing-keys.js';
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0001-core': core0001,
   '0002-signing-keys': signingKeys0002,
+  '0003-access': access0003,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -126,7 +126,7 @@ test.before(async () => {
     verifiers: {
       managementBearer: (req) => {
         if (req.headers.authorization !== 'Bearer good') throw new HttpError(401, 'management_token_invalid', 'a valid management bearer is required', { family: 'management' });
-        return { credential: 'managementBearer', subject: 'acct_1' };
+        return { credential: 'managementBearer', subject: 'acct_1', accountId: 'acct_1', grantId: 'grt_1', scopes: ['management'] };
       },
       runtimeSession: (req) => {
         if (req.headers.authorization !== 'Bearer runtime') throw new HttpError(401, 'runtime_token_invalid', 'runtime token invalid', { family: 'runtime' });

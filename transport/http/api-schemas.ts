@@ -51,6 +51,17 @@ export const ApiErrorSchema = apiSchema(
   'Nested error body (`application/json`): validation, catalog and management failures.',
 );
 
+export const OAuthErrorSchema = apiSchema(
+  'OAuthError',
+  z.object({
+    error: z.string().describe('RFC 6749 error code, e.g. `invalid_grant`.'),
+    error_description: z.string(),
+    code: z.string().describe('Stable machine code, finer than `error` (e.g. `refresh_token_reused`).'),
+    requestId: z.string().describe('Identifier of the request, also sent as the `X-Request-Id` header.'),
+  }),
+  'OAuth 2.0 error body (RFC 6749 section 5.2) of the token endpoint, with the stable `code` and `requestId` every error carries.',
+);
+
 export const PlatformStatusResponseSchema = apiSchema(
   'PlatformStatusResponse',
   z.strictObject({

@@ -15,6 +15,8 @@ export const credentialKinds = [
   'controlToken',
   'environmentBackendGrant',
   'operator',
+  'managementIdentity',
+  'pageSession',
 ] as const;
 
 export type CredentialKind = (typeof credentialKinds)[number];
@@ -32,7 +34,30 @@ export type Principal =
       readonly deviceId: string;
       readonly deviceStatus: 'active' | 'pending';
     }
-  | { readonly credential: Exclude<CredentialKind, 'none' | 'deviceAssertion'>; readonly subject: string };
+  | {
+      /** A CLI or desktop management bearer (a grant's access token) or a console session cookie. */
+      readonly credential: 'managementBearer' | 'developerSession';
+      readonly subject: string;
+      readonly accountId: string;
+      /** The management grant behind the bearer, or the one the console session was exchanged from. */
+      readonly grantId: string;
+      readonly scopes: readonly string[];
+      /** Console sessions only: the session and the browser it lives in. */
+      readonly sessionId?: string;
+      readonly browserId?: string;
+    }
+  | {
+      readonly credential: 'pageSession';
+      readonly subject: string;
+      readonly accountId: string;
+      readonly sessionId: string;
+      readonly browserId: string;
+      readonly accountEpoch: number;
+    }
+  | {
+      readonly credential: Exclude<CredentialKind, 'none' | 'deviceAssertion' | 'managementBearer' | 'developerSession' | 'pageSession'>;
+      readonly subject: string;
+    };
 
 /** What a route asks of its credential beyond its kind. */
 export interface CredentialRequirements {
@@ -40,6 +65,8 @@ export interface CredentialRequirements {
   readonly bodyBound: boolean;
   /** A device whose enrolment is not complete may call (only enrolment completion does). */
   readonly allowPendingDevice: boolean;
+  /** Cookie callers must present the session's CSRF token. */
+  readonly csrf: boolean;
 }
 
 export interface IncomingRequest {
@@ -59,7 +86,7 @@ export type CredentialVerifiers = Partial<Record<CredentialKind, CredentialVerif
 export const anonymous: Principal = Object.freeze({ credential: 'none', subject: 'anonymous' } as const);
 
 /** How each credential is presented, as OpenAPI security schemes. Designs of later issues refine the descriptions. */
-export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none'>, Readonly<Record<string, string>>>> = {
+export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none' | 'managementIdentity'>, Readonly<Record<string, string>>>> = {
   deviceAssertion: {
     type: 'apiKey',
     in: 'header',
@@ -67,7 +94,19 @@ export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none'>,
     description: 'JWS signed by an enrolled device key over the method, path, query, time, a unique id and, where required, the body digest.',
   },
   managementBearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Console or CLI management session.' },
-  developerSession: { type: 'apiKey', in: 'cookie', name: 'platform_console', description: 'Browser developer session; CSRF where the operation says so.' },
+  developerSession: {
+    type: 'apiKey',
+    in: 'cookie',
+    name: '__Host-registry_console',
+    description:
+      'Browser developer session from `POST /v1/auth/console-session`. Operations marked CSRF also need the header `X-CSRF-Token` with the `csrfToken` of that response.',
+  },
+  pageSession: {
+    type: 'apiKey',
+    in: 'cookie',
+    name: '__Host-registry_page',
+    description: 'Registry page session from `POST /v1/account/page-session` (HttpOnly, SameSite=Lax), used by registry pages such as the OIDC authorization page.',
+  },
   reviewHostCapability: { type: 'apiKey', in: 'header', name: 'Platform-Review-Capability', description: 'Short-lived, fixed-purpose capability issued to an enrolled device.' },
   projectToken: { type: 'http', scheme: 'bearer', description: 'Project token with scopes and a required expiry.' },
   appSession: { type: 'http', scheme: 'bearer', description: 'App-audience session from the launch-code exchange.' },
@@ -80,6 +119,11 @@ export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none'>,
   controlToken: { type: 'http', scheme: 'bearer', description: 'Read-only, origin-bound control token.' },
   environmentBackendGrant: { type: 'http', scheme: 'bearer', description: 'Short-lived exact-endpoint Environment Backend Grant.' },
   operator: { type: 'http', scheme: 'bearer', description: 'Operator listener token (`OPS_TOKEN`); the listener is bound to loopback by default.' },
+};
+
+/** Credentials that are a choice between others: OpenAPI lists each alternative as its own security requirement. */
+export const credentialAlternatives: Partial<Readonly<Record<CredentialKind, readonly CredentialKind[]>>> = {
+  managementIdentity: ['managementBearer', 'developerSession'],
 };
 
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */

@@ -15,7 +15,12 @@ export type ErrorFamily =
   | 'coordination'
   | 'internal';
 
-export type ErrorFormat = 'problem' | 'api';
+/**
+ * `oauth` is for OAuth endpoints (the token endpoint): RFC 6749's `{ error, error_description }`, which OAuth clients
+ * read, plus the spec's stable `code` and `requestId`. An OAuth client can read nothing else, so it wins over the
+ * families that are otherwise always Problems.
+ */
+export type ErrorFormat = 'problem' | 'api' | 'oauth';
 
 /** Families whose failures are always Problems, whatever the route prefers. */
 const PROBLEM_FAMILIES: ReadonlySet<ErrorFamily> = new Set(['runtime', 'account_policy', 'fencing', 'coordination']);
@@ -34,6 +39,8 @@ export class HttpError extends Error {
   readonly family: ErrorFamily;
   readonly details: readonly ErrorDetail[];
   readonly headers: Readonly<Record<string, string>>;
+  /** RFC 6749 error code for the `oauth` format; derived from the status when not given. */
+  readonly oauthError: string | undefined;
 
   constructor(
     status: number,
@@ -43,6 +50,7 @@ export class HttpError extends Error {
       family?: ErrorFamily;
       details?: readonly ErrorDetail[];
       headers?: Record<string, string>;
+      oauthError?: string;
       cause?: unknown;
     } = {},
   ) {
@@ -52,6 +60,7 @@ export class HttpError extends Error {
     this.family = options.family ?? (status >= 500 ? 'internal' : 'validation');
     this.details = options.details ?? [];
     this.headers = options.headers ?? {};
+    this.oauthError = options.oauthError;
   }
 }
 
@@ -75,11 +84,25 @@ export interface ApiErrorBody {
   };
 }
 
+export interface OAuthErrorBody {
+  readonly error: string;
+  readonly error_description: string;
+  readonly code: string;
+  readonly requestId: string;
+}
+
 export interface RenderedError {
   readonly status: number;
   readonly contentType: 'application/problem+json' | 'application/json';
   readonly headers: Readonly<Record<string, string>>;
-  readonly body: ProblemBody | ApiErrorBody;
+  readonly body: ProblemBody | ApiErrorBody | OAuthErrorBody;
+}
+
+function oauthErrorOf(error: HttpError): string {
+  if (error.oauthError) return error.oauthError;
+  if (error.status === 401) return 'invalid_client';
+  if (error.status >= 500) return error.status === 503 ? 'temporarily_unavailable' : 'server_error';
+  return 'invalid_request';
 }
 
 /** Base of Problem `type` URIs; each code has its own, documented in the OpenAPI description. */
@@ -115,8 +138,16 @@ export function statusTitle(status: number): string {
 
 /** The one place an error becomes a response body. */
 export function renderError(error: HttpError, preferred: ErrorFormat, requestId: string): RenderedError {
-  const format: ErrorFormat = PROBLEM_FAMILIES.has(error.family) ? 'problem' : preferred;
+  const format: ErrorFormat = preferred !== 'oauth' && PROBLEM_FAMILIES.has(error.family) ? 'problem' : preferred;
   const details = error.details.length > 0 ? error.details : undefined;
+  if (format === 'oauth') {
+    return {
+      status: error.status,
+      contentType: 'application/json',
+      headers: error.headers,
+      body: { error: oauthErrorOf(error), error_description: error.message, code: error.code, requestId },
+    };
+  }
   if (format === 'problem') {
     return {
       status: error.status,

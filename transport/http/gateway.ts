@@ -42,7 +42,7 @@ export function newRequestId(): string {
 
 interface Reply {
   readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
+  readonly headers: Readonly<Record<string, string | readonly string[]>>;
   readonly body: Buffer | string;
 }
 
@@ -159,7 +159,7 @@ export class HttpGateway {
       const query = validate(route.query, parseQuery(request.query), 'query', route.query === undefined);
       const json = parseBody(route, request.headers, body);
       const payload = validate(route.body, json, 'body', route.body === undefined);
-      const execute = async (): Promise<StoredResult> => {
+      const execute = async (): Promise<Reply> => {
         try {
           return await this.#execute(route, { params, query, body: payload, headers: request.headers, principal, requestId, logger: log, remoteAddress: request.remoteAddress });
         } catch (error) {
@@ -175,7 +175,7 @@ export class HttpGateway {
         const outcome = await runIdempotently(
           this.#options.idempotency,
           { scope: `${principal.subject} ${route.operationId}`, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
-          execute,
+          async () => storable(route, await execute()),
         );
         reply = outcome.replayed ? { ...outcome, headers: { ...outcome.headers, 'idempotent-replayed': 'true' } } : outcome;
       }
@@ -183,10 +183,13 @@ export class HttpGateway {
       reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
     }
     if (state.aborted) return;
-    const headers = { ...BASE_HEADERS, ...reply.headers, 'x-request-id': requestId };
+    const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...reply.headers, 'x-request-id': requestId };
     res.cork(() => {
       res.writeStatus(`${reply.status} ${statusTitle(reply.status)}`);
-      for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
+      for (const [name, value] of Object.entries(headers)) {
+        if (typeof value === 'string') res.writeHeader(name, value);
+        else for (const each of value as readonly string[]) res.writeHeader(name, each);
+      }
       res.end(reply.body);
     });
     const durationMs = performance.now() - started;
@@ -211,14 +214,14 @@ export class HttpGateway {
     if (route.credential === 'none') return anonymous;
     const verifier = this.#options.verifiers[route.credential];
     if (!verifier) throw new HttpError(500, 'credential_unverifiable', 'no verifier for this route');
-    return verifier(request, { bodyBound: route.bodyBound ?? false, allowPendingDevice: route.allowPendingDevice ?? false });
+    return verifier(request, { bodyBound: route.bodyBound ?? false, allowPendingDevice: route.allowPendingDevice ?? false, csrf: route.csrf ?? false });
   }
 
-  async #execute(route: AnyRoute, ctx: Parameters<AnyRoute['handler']>[0]): Promise<StoredResult> {
+  async #execute(route: AnyRoute, ctx: Parameters<AnyRoute['handler']>[0]): Promise<Reply> {
     const result = await route.handler(ctx);
     const spec = route.responses[result.status];
     if (!spec) throw new Error(`handler of ${route.operationId} answered undeclared status ${result.status}`);
-    const headers: Record<string, string> = { ...(result.headers ?? {}) };
+    const headers: Record<string, string | readonly string[]> = { ...(result.headers ?? {}) };
     if (spec.text) {
       if (typeof result.body !== 'string') throw new Error(`handler of ${route.operationId} must answer text`);
       return { status: result.status, headers: { 'content-type': spec.text.mediaType, ...headers }, body: Buffer.from(result.body) };
@@ -246,6 +249,16 @@ export class HttpGateway {
     log.error({ err: error }, 'unhandled error');
     return new HttpError(500, 'internal_error', 'the registry failed to handle this request', { family: 'internal' });
   }
+}
+
+/** Idempotency records keep single-valued headers: a keyed operation never sets cookies. */
+function storable(route: AnyRoute, reply: Reply): StoredResult {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(reply.headers)) {
+    if (typeof value !== 'string') throw new Error(`idempotent operation ${route.operationId} answered a repeated header ${name}`);
+    headers[name] = value;
+  }
+  return { status: reply.status, headers, body: Buffer.isBuffer(reply.body) ? reply.body : Buffer.from(reply.body) };
 }
 
 function toStored(rendered: ReturnType<typeof renderError>): StoredResult {
@@ -303,6 +316,7 @@ function parseBody(route: AnyRoute, headers: Readonly<Record<string, string>>, b
     throw new HttpError(400, 'body_not_allowed', `${route.method.toUpperCase()} ${route.path} takes no request body`);
   }
   const type = headers['content-type'];
+  if (route.bodyFormat === 'form') return parseForm(type, body);
   if (type === undefined || !JSON_TYPE.test(type)) {
     throw new HttpError(415, 'unsupported_media_type', 'the request body must be application/json (UTF-8)', {
       headers: { accept: 'application/json' },
@@ -319,6 +333,29 @@ function parseBody(route: AnyRoute, headers: Readonly<Record<string, string>>, b
   } catch (error) {
     throw new HttpError(400, 'malformed_json', `the request body is not valid JSON: ${(error as Error).message}`);
   }
+}
+
+const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;\s*charset=utf-8\s*)?$/i;
+
+function parseForm(type: string | undefined, body: Buffer): Record<string, string> {
+  if (type === undefined || !FORM_TYPE.test(type)) {
+    throw new HttpError(415, 'unsupported_media_type', 'the request body must be application/x-www-form-urlencoded', {
+      headers: { accept: 'application/x-www-form-urlencoded' },
+    });
+  }
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw new HttpError(400, 'malformed_form', 'the request body is not valid UTF-8');
+  }
+  const out: Record<string, string> = {};
+  for (const [name, value] of new URLSearchParams(text)) {
+    // RFC 6749 3.1 and 3.2: a parameter sent twice makes the request invalid, not "the last one wins".
+    if (Object.hasOwn(out, name)) throw new HttpError(400, 'form_parameter_repeated', `the form parameter ${name} is repeated`);
+    out[name] = value;
+  }
+  return out;
 }
 
 function validate(

@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { apiSchemas } from './api-schemas.js';
-import { credentialSchemes, runtimeCredentials } from './credentials.js';
+import { credentialAlternatives, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
 import { statusTitle } from './errors.js';
 import type { AnyRoute } from './route.js';
 
@@ -38,7 +38,7 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     route.tags.forEach((t) => usedTags.add(t));
-    if (route.credential !== 'none') usedSchemes.add(route.credential);
+    securitySchemesOf(route.credential).forEach((kind) => usedSchemes.add(kind));
     const item = (paths[route.path] ??= {});
     item[route.method] = operation(route);
   }
@@ -133,13 +133,23 @@ function operation(route: AnyRoute): Json {
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     tags: [...route.tags],
-    security: route.credential === 'none' ? [] : [{ [route.credential]: [] }],
+    security: securitySchemesOf(route.credential).map((kind) => ({ [kind]: [] })),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(route.body
-      ? { requestBody: { required: true, content: { 'application/json': { schema: ref(route.body, where) } } } }
+      ? {
+          requestBody: {
+            required: true,
+            content: { [route.bodyFormat === 'form' ? 'application/x-www-form-urlencoded' : 'application/json']: { schema: ref(route.body, where) } },
+          },
+        }
       : {}),
     responses,
   };
+}
+
+function securitySchemesOf(credential: CredentialKind): readonly CredentialKind[] {
+  if (credential === 'none') return [];
+  return credentialAlternatives[credential] ?? [credential];
 }
 
 function errorStatuses(route: AnyRoute): number[] {
@@ -154,6 +164,13 @@ function errorStatuses(route: AnyRoute): number[] {
 function errorResponse(route: AnyRoute, status: number): Json {
   const problem = { schema: { $ref: '#/components/schemas/Problem' } };
   const apiError = { schema: { $ref: '#/components/schemas/ApiError' } };
+  if (route.errorFormat === 'oauth') {
+    return {
+      description: statusTitle(status),
+      headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } },
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/OAuthError' } } },
+    };
+  }
   const mayBeProblem =
     route.errorFormat === 'problem' ||
     status === 503 ||

@@ -28,7 +28,8 @@ export type RouteResult<R extends Responses> = {
   [S in keyof R & number]: {
     readonly status: S;
     readonly body: BodyOf<R[S]>;
-    readonly headers?: Readonly<Record<string, string>>;
+    /** `set-cookie` may repeat: give it a list. */
+    readonly headers?: Readonly<Record<string, string | readonly string[]>>;
   };
 }[keyof R & number];
 
@@ -68,12 +69,19 @@ export interface RouteSpec<
   readonly bodyBound?: boolean;
   /** Callable by a device whose enrolment is not complete (enrolment completion only). */
   readonly allowPendingDevice?: boolean;
+  /** A caller authenticated by a session cookie must also send the session's CSRF token (`X-CSRF-Token`). */
+  readonly csrf?: boolean;
   /** Body format of this route's validation errors; runtime, fencing and coordination failures are always Problems. */
   readonly errorFormat: ErrorFormat;
   readonly params?: PS;
   readonly query?: QS;
-  /** JSON request body; a route without one refuses a non-empty body. */
+  /** Request body schema; a route without one refuses a non-empty body. */
   readonly body?: BS;
+  /**
+   * How the body is encoded: JSON (the default) or `application/x-www-form-urlencoded` (OAuth's token endpoint and
+   * HTML form posts), which parses to an object of strings; a repeated form parameter is refused.
+   */
+  readonly bodyFormat?: 'json' | 'form';
   readonly maxBodyBytes?: number;
   /**
    * Requests per minute per caller (`by: 'subject'`, after authentication) or per client address (`by: 'address'`,

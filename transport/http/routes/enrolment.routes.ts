@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import type { Clock } from '../../../actors/clock.js';
 import { verificationCode, type Accounts } from '../../../identity/accounts.js';
+import { HANDLE } from '../../../identity/ids.js';
 import { acceptDeviceKey, DevicePublicKeySchema, InvalidDeviceKeyError } from '../../../identity/device-keys.js';
 import type { RegistrySigningKeys } from '../../../identity/signing-keys.js';
 import { apiSchema } from '../api-schemas.js';
@@ -19,7 +20,7 @@ const idOf = (prefix: string) => z.string().regex(new RegExp(`^${prefix}_[0-9a-h
 const EnrolStartRequest = apiSchema(
   'EnrolStartRequest',
   z.strictObject({
-    handle: z.string().regex(/^[a-z][a-z0-9_-]{2,31}$/).describe('The account: a new handle opens an account, an existing one asks to join it.'),
+    handle: z.string().regex(HANDLE).describe('The account: a new handle opens an account, an existing one asks to join it.'),
     device: z.strictObject({
       name: z.string().min(1).max(64).describe('Shown to the person when approving and listing devices.'),
       publicKey: DevicePublicKeySchema.describe('The device key: a public P-256 JWK. Private members are refused.'),
@@ -92,6 +93,20 @@ const DeviceListResponse = apiSchema(
   }),
 );
 
+const PassportIntrospectionRequest = apiSchema('PassportIntrospectionRequest', z.strictObject({ passport: z.string().min(1).max(4096) }));
+
+const PassportIntrospection = apiSchema(
+  'PassportIntrospection',
+  z.strictObject({
+    active: z.boolean(),
+    reason: z
+      .enum(['invalid', 'expired', 'account_epoch_stale', 'device_not_active'])
+      .optional()
+      .describe('Why an inactive passport is inactive.'),
+  }),
+  'Whether a passport still works online: valid signature and expiry, its device active, its account epoch current.',
+);
+
 const Jwks = apiSchema(
   'JsonWebKeySet',
   z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string() })) }),
@@ -102,7 +117,7 @@ export interface EnrolmentDependencies {
   readonly accounts: Accounts;
   readonly keys: RegistrySigningKeys;
   readonly clock: Clock;
-  readonly issuer: string;
+  readonly issuer: () => string;
 }
 
 function deviceOf(principal: Principal): { accountId: string; deviceId: string } {
@@ -177,7 +192,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
         const done = await deps.accounts.completeEnrolment(caller.accountId, body.enrolmentId, body.nonce);
         const passport = await deps.keys.sign(
           { sub: caller.accountId, dev: done.deviceId, aep: done.epoch },
-          { typ: PASSPORT_TYPE, issuer: deps.issuer, audience: PASSPORT_AUDIENCE, expiresInSeconds: PASSPORT_TTL_SECONDS, clock: deps.clock },
+          { typ: PASSPORT_TYPE, issuer: deps.issuer(), audience: PASSPORT_AUDIENCE, expiresInSeconds: PASSPORT_TTL_SECONDS, clock: deps.clock },
         );
         return {
           status: 201,
@@ -283,6 +298,37 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
         const caller = deviceOf(principal);
         await deps.accounts.signOut(caller.accountId, caller.deviceId);
         return { status: 204, body: undefined };
+      },
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'introspectPassport',
+      method: 'post',
+      path: '/v1/auth/passports/introspect',
+      summary: 'Is this passport still good online?',
+      description:
+        'Offline, a passport is checked against the JWKS. Online, this also answers whether its device is still active ' +
+        'and its account epoch current: removing a device, revoking the others or signing out ends every passport ' +
+        'issued before. Limited to 600 per minute per client address.',
+      credential: 'none',
+      rateLimit: { perMinute: 600, burst: 100, by: 'address' },
+      body: PassportIntrospectionRequest,
+      responses: { 200: { description: 'The verdict.', schema: PassportIntrospection } },
+      handler: async ({ body }) => {
+        let claims;
+        try {
+          claims = await deps.keys.verify(body.passport, { typ: PASSPORT_TYPE, issuer: deps.issuer(), audience: PASSPORT_AUDIENCE, clock: deps.clock });
+        } catch (error) {
+          const expired = (error as { code?: string }).code === 'ERR_JWT_EXPIRED';
+          return { status: 200, body: { active: false, reason: expired ? ('expired' as const) : ('invalid' as const) } };
+        }
+        if (typeof claims.sub !== 'string' || typeof claims.dev !== 'string' || typeof claims.aep !== 'number') {
+          return { status: 200, body: { active: false, reason: 'invalid' as const } };
+        }
+        const account = await deps.accounts.account(claims.sub);
+        if (account.devices[claims.dev]?.status !== 'active') return { status: 200, body: { active: false, reason: 'device_not_active' as const } };
+        if (account.epoch !== claims.aep) return { status: 200, body: { active: false, reason: 'account_epoch_stale' as const } };
+        return { status: 200, body: { active: true } };
       },
     }),
     defineRoute({

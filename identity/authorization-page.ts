@@ -1,0 +1,62 @@
+import type { AuthorizationRequest } from './authorization-request.js';
+
+/** The registry's own pages of the authorization flow: server-rendered, no script, nothing loaded from elsewhere. */
+
+const escape = (text: string): string =>
+  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escape(title)}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}button{font:inherit;padding:.5rem 1rem;margin-right:.5rem}</style>
+</head><body><h1>${escape(title)}</h1>${body}</body></html>`;
+}
+
+/** Headers of every authorization page: not framable (no clickjacking of the consent), forms only to us and the client. */
+export function pageHeaders(formTarget?: string): Record<string, string> {
+  const formAction = formTarget ? `'self' ${new URL(formTarget).origin}` : `'self'`;
+  return {
+    'content-security-policy': `default-src 'none'; style-src 'unsafe-inline'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+  };
+}
+
+export function errorPage(message: string): string {
+  return page('This sign-in cannot continue', `<p>${escape(message)}</p><p>Close this page and try again from the application.</p>`);
+}
+
+export function signInPage(): string {
+  return page(
+    'Sign in with your desktop app',
+    '<p>Open the desktop app on this computer and sign in to the registry there, then reload this page.</p>',
+  );
+}
+
+export function consentPage(input: { request: AuthorizationRequest; handle: string; origin: string; csrf: string }): string {
+  const { request } = input;
+  const hidden = {
+    response_type: 'code',
+    client_id: request.client.clientId,
+    redirect_uri: request.redirectUri,
+    scope: request.scopes.join(' '),
+    state: request.state,
+    nonce: request.nonce,
+    code_challenge: request.codeChallenge,
+    code_challenge_method: 'S256',
+    csrf: input.csrf,
+  };
+  const fields = Object.entries(hidden)
+    .filter(([, value]) => value !== undefined)
+    .map(([name, value]) => `<input type="hidden" name="${name}" value="${escape(value!)}">`)
+    .join('');
+  return page(
+    `Continue to ${request.client.name}`,
+    `<p><strong>${escape(request.client.name)}</strong> (${escape(input.origin)}) asks to know you as
+<strong>@${escape(input.handle)}</strong>.</p>
+<form method="post" action="/v1/oidc/authorize">${fields}
+<button type="submit" name="decision" value="allow">Continue</button>
+<button type="submit" name="decision" value="deny">Cancel</button></form>`,
+  );
+}

@@ -1,0 +1,92 @@
+import type { EnvironmentDirectory, OidcClient } from './environments.js';
+import { CLIENT_SCOPES } from './oauth-grants.js';
+
+/** The parameters of an OIDC authorization request as sent (query of the GET, form of the POST). */
+export interface AuthorizationParameters {
+  readonly response_type?: string | undefined;
+  readonly client_id?: string | undefined;
+  readonly redirect_uri?: string | undefined;
+  readonly scope?: string | undefined;
+  readonly state?: string | undefined;
+  readonly nonce?: string | undefined;
+  readonly code_challenge?: string | undefined;
+  readonly code_challenge_method?: string | undefined;
+  readonly prompt?: string | undefined;
+}
+
+export interface AuthorizationRequest {
+  readonly client: OidcClient;
+  readonly redirectUri: string;
+  readonly scopes: readonly string[];
+  readonly state: string | undefined;
+  readonly nonce: string | undefined;
+  readonly codeChallenge: string;
+  readonly promptNone: boolean;
+}
+
+/**
+ * What an authorization request turns out to be:
+ * - `fatal`: the client or redirect URI cannot be trusted, so the error is shown on the registry's page and the browser
+ *   is never sent anywhere (RFC 6749 4.1.2.1);
+ * - `redirect_error`: a trusted redirect URI receives `error` (and `state`, `iss`);
+ * - `valid`.
+ */
+export type AuthorizationCheck =
+  | { readonly kind: 'fatal'; readonly code: string; readonly message: string }
+  | { readonly kind: 'redirect_error'; readonly redirectUri: string; readonly error: string; readonly code: string; readonly message: string; readonly state: string | undefined }
+  | { readonly kind: 'valid'; readonly request: AuthorizationRequest };
+
+const CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]']);
+
+/**
+ * RFC 8252 7.3: a native client listens on a loopback IP literal on any port it got; `localhost` is refused (8.3:
+ * it may resolve elsewhere). Plain http is right here: the traffic never leaves the machine.
+ */
+export function isLoopbackRedirect(uri: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return false;
+  }
+  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.port !== '' && url.username === '' && url.password === '' && url.hash === '' && url.href === uri;
+}
+
+export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory): Promise<AuthorizationCheck> {
+  const p = parameters;
+  const client = p.client_id ? await directory.client(p.client_id) : undefined;
+  if (!client) return { kind: 'fatal', code: 'client_unknown', message: 'This application is not registered with the registry.' };
+  const redirectUri = p.redirect_uri;
+  const redirectOk =
+    redirectUri !== undefined && (client.kind === 'cli' ? isLoopbackRedirect(redirectUri) : client.redirectUris.includes(redirectUri));
+  if (!redirectOk || redirectUri === undefined) {
+    return { kind: 'fatal', code: 'redirect_uri_invalid', message: 'The address this application asked to return to is not registered for it.' };
+  }
+  const fail = (error: string, code: string, message: string): AuthorizationCheck => ({ kind: 'redirect_error', redirectUri, error, code, message, state: p.state });
+  if (p.response_type !== 'code') return fail('unsupported_response_type', 'response_type_unsupported', 'only response_type=code is supported');
+  if (p.code_challenge === undefined) return fail('invalid_request', 'pkce_required', 'PKCE is required: send code_challenge with code_challenge_method=S256');
+  if (p.code_challenge_method !== 'S256') return fail('invalid_request', 'pkce_method_unsupported', 'code_challenge_method must be S256 (plain is refused)');
+  if (!CHALLENGE.test(p.code_challenge)) return fail('invalid_request', 'pkce_challenge_invalid', 'code_challenge must be the 43-character base64url SHA-256 of the verifier');
+  if (p.state !== undefined && p.state.length > 512) return fail('invalid_request', 'state_too_long', 'state is limited to 512 characters');
+  if (p.nonce !== undefined && p.nonce.length > 256) return fail('invalid_request', 'nonce_too_long', 'nonce is limited to 256 characters');
+  const allowed = CLIENT_SCOPES[client.kind];
+  const scopes = p.scope === undefined || p.scope.trim() === '' ? [...allowed] : [...new Set(p.scope.trim().split(/ +/))];
+  const unknown = scopes.filter((s) => !allowed.includes(s));
+  if (unknown.length > 0) return fail('invalid_scope', 'scope_invalid', `scopes not available to this client: ${unknown.join(' ')}`);
+  if (p.prompt !== undefined && p.prompt !== 'none' && p.prompt !== 'consent') {
+    return fail('invalid_request', 'prompt_unsupported', 'prompt may be none or consent');
+  }
+  return {
+    kind: 'valid',
+    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none' },
+  };
+}
+
+/** The redirect back to the client: `code` or `error`, with `state` and the issuer (RFC 9207) either way. */
+export function redirectBack(redirectUri: string, issuer: string, values: Readonly<Record<string, string | undefined>>): string {
+  const url = new URL(redirectUri);
+  for (const [name, value] of Object.entries(values)) if (value !== undefined) url.searchParams.set(name, value);
+  url.searchParams.set('iss', issuer);
+  return url.href;
+}

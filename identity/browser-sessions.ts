@@ -1,0 +1,160 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../actors/clock.js';
+import type { Database } from '../storage/database.js';
+import { readCookie, setCookie } from '../transport/http/cookies.js';
+import { idPattern, newId } from './ids.js';
+import { hashToken, newOpaqueToken, sameSecret, type RegistrySecrets } from './opaque-tokens.js';
+
+export const PAGE_COOKIE = '__Host-registry_page';
+export const CONSOLE_COOKIE = '__Host-registry_console';
+/** Names the browser, so that browser SSO logout can end every session that lives in it. Not a credential. */
+export const BROWSER_COOKIE = '__Host-registry_browser';
+
+export const PAGE_SESSION_TTL_MS = 12 * 3600_000;
+export const CONSOLE_SESSION_TTL_MS = 8 * 3600_000;
+const BROWSER_COOKIE_MAX_AGE_S = 400 * 24 * 3600;
+export const CSRF_SECRET = 'csrf';
+
+export type BrowserSessionKind = 'page' | 'console';
+
+export interface BrowserSession {
+  readonly id: string;
+  readonly kind: BrowserSessionKind;
+  readonly browserId: string;
+  readonly accountId: string;
+  readonly accountEpoch: number;
+  readonly deviceId: string | null;
+  readonly grantId: string | null;
+  /** Console sessions: the scopes of the management grant behind them. */
+  readonly grantScopes: readonly string[];
+  readonly expiresAt: number;
+}
+
+const BROWSER_ID = idPattern('brw');
+
+/**
+ * Registry sessions that live in a browser as HttpOnly cookies: page sessions (made from a device key, used by
+ * registry pages such as the OIDC authorization page) and console sessions (exchanged from a management bearer).
+ * The cookie holds an opaque secret; Postgres holds its hash, the owner, the account epoch at issue and the browser
+ * it belongs to. A console session also names the management grant it came from and dies with it.
+ */
+export class BrowserSessions {
+  readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
+  readonly #secrets: RegistrySecrets;
+
+  constructor(db: Kysely<Database>, clock: Clock, secrets: RegistrySecrets) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#secrets = secrets;
+  }
+
+  /** The browser id a request carries, or a fresh one with the cookie that plants it. */
+  browserOf(headers: Readonly<Record<string, string>>): { browserId: string; setCookie?: string } {
+    const existing = readCookie(headers, BROWSER_COOKIE);
+    if (existing && BROWSER_ID.test(existing)) return { browserId: existing };
+    const browserId = newId('brw');
+    return { browserId, setCookie: setCookie(BROWSER_COOKIE, browserId, { maxAgeSeconds: BROWSER_COOKIE_MAX_AGE_S, sameSite: 'Lax' }) };
+  }
+
+  async create(
+    kind: BrowserSessionKind,
+    input: { browserId: string; accountId: string; accountEpoch: number; deviceId?: string; grantId?: string; grantScopes?: readonly string[]; notAfter?: number },
+  ): Promise<{ session: BrowserSession; cookie: string }> {
+    const now = this.#clock.now();
+    const ttl = kind === 'page' ? PAGE_SESSION_TTL_MS : CONSOLE_SESSION_TTL_MS;
+    const expiresAt = Math.min(now + ttl, input.notAfter ?? Number.POSITIVE_INFINITY);
+    const id = newId(kind === 'page' ? 'pgs' : 'cns');
+    const secret = newOpaqueToken(kind === 'page' ? 'rps' : 'rcs');
+    await this.#db
+      .insertInto('browser_sessions')
+      .values({
+        id,
+        kind,
+        secret_hash: secret.hash,
+        browser_id: input.browserId,
+        account_id: input.accountId,
+        account_epoch: input.accountEpoch,
+        device_id: input.deviceId ?? null,
+        grant_id: input.grantId ?? null,
+        created_at: new Date(now),
+        expires_at: new Date(expiresAt),
+      })
+      .execute();
+    const session: BrowserSession = {
+      id,
+      kind,
+      browserId: input.browserId,
+      accountId: input.accountId,
+      accountEpoch: input.accountEpoch,
+      deviceId: input.deviceId ?? null,
+      grantId: input.grantId ?? null,
+      grantScopes: input.grantScopes ?? [],
+      expiresAt,
+    };
+    const name = kind === 'page' ? PAGE_COOKIE : CONSOLE_COOKIE;
+    // The page session must ride the top-level navigation from an Environment to the authorization page: Lax.
+    const cookie = setCookie(name, secret.token, { maxAgeSeconds: Math.floor((expiresAt - now) / 1000), sameSite: kind === 'page' ? 'Lax' : 'Strict' });
+    return { session, cookie };
+  }
+
+  /** The live session named by the request's cookie of that kind: not revoked, not expired, its grant (if any) live. */
+  async fromRequest(kind: BrowserSessionKind, headers: Readonly<Record<string, string>>): Promise<BrowserSession | undefined> {
+    const token = readCookie(headers, kind === 'page' ? PAGE_COOKIE : CONSOLE_COOKIE);
+    if (!token || token.length > 128) return undefined;
+    const now = new Date(this.#clock.now());
+    const row = await this.#db
+      .selectFrom('browser_sessions as s')
+      .leftJoin('oauth_grants as g', 'g.id', 's.grant_id')
+      .select(['s.id', 's.kind', 's.browser_id', 's.account_id', 's.account_epoch', 's.device_id', 's.grant_id', 's.expires_at', 's.revoked_at', 'g.revoked_at as grant_revoked_at', 'g.expires_at as grant_expires_at', 'g.scopes as grant_scopes'])
+      .where('s.secret_hash', '=', hashToken(token))
+      .where('s.kind', '=', kind)
+      .executeTakeFirst();
+    if (!row || row.revoked_at !== null || row.expires_at <= now) return undefined;
+    if (row.grant_id !== null && (row.grant_revoked_at !== null || row.grant_expires_at === null || row.grant_expires_at <= now)) return undefined;
+    return {
+      id: row.id,
+      kind: row.kind,
+      browserId: row.browser_id,
+      accountId: row.account_id,
+      accountEpoch: row.account_epoch,
+      deviceId: row.device_id,
+      grantId: row.grant_id,
+      grantScopes: row.grant_scopes ?? [],
+      expiresAt: row.expires_at.getTime(),
+    };
+  }
+
+  /** The CSRF token of a session: derived, so nothing more is stored, and useless without the session's cookie. */
+  csrfToken(sessionId: string): string {
+    return this.#secrets.mac(CSRF_SECRET, sessionId);
+  }
+
+  checkCsrf(sessionId: string, presented: string | undefined): boolean {
+    return presented !== undefined && sameSecret(presented, this.csrfToken(sessionId));
+  }
+
+  /**
+   * Browser SSO logout: every page and console session of this browser ends, and so do the Environment grants
+   * authorized through it (the runtime tokens of that browser). CLI and desktop grants are not browser-bound and stay.
+   */
+  async logoutBrowser(browserId: string, reason: string): Promise<{ sessions: number; grants: number }> {
+    const at = new Date(this.#clock.now());
+    return this.#db.transaction().execute(async (trx) => {
+      const sessions = await trx
+        .updateTable('browser_sessions')
+        .set({ revoked_at: at, revoked_reason: reason })
+        .where('browser_id', '=', browserId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      const grants = await trx
+        .updateTable('oauth_grants')
+        .set({ revoked_at: at, revoked_reason: reason })
+        .where('browser_id', '=', browserId)
+        .where('kind', '=', 'environment')
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };
+    });
+  }
+}

@@ -1,0 +1,167 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../actors/clock.js';
+import type { Database } from '../storage/database.js';
+import { HttpError } from '../transport/http/errors.js';
+import { writeAudit } from './audit.js';
+import { base32, newId } from './ids.js';
+import type { RegistrySecrets } from './opaque-tokens.js';
+
+/** Name of the registry secret keying pairwise actor ids. */
+export const PAIRWISE_SECRET = 'pairwise-subject';
+
+/** The one public OIDC client of the registry's own command-line tool; it redirects to any loopback port. */
+export const CLI_CLIENT_ID = 'registry-cli';
+
+export const ENVIRONMENT_ID = /^[a-z0-9][a-z0-9-]{2,62}$/;
+
+export interface OidcClient {
+  readonly clientId: string;
+  readonly kind: 'environment' | 'cli';
+  readonly name: string;
+  readonly environmentId: string | null;
+  readonly redirectUris: readonly string[];
+}
+
+export interface Environment {
+  readonly id: string;
+  readonly origin: string;
+  readonly ownerAccountId: string;
+}
+
+export interface EnvironmentRegistration {
+  readonly environmentId: string;
+  readonly origin: string;
+  readonly ownerAccountId: string;
+  readonly clientName: string;
+  readonly redirectUris: readonly string[];
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/**
+ * An Environment origin: https, or http on a loopback host for local development. The exact serialisation of the URL's
+ * origin, so comparisons with a browser's `Origin` header are plain string equality.
+ */
+export function canonicalOrigin(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  const secure = url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname));
+  return secure && url.origin === text ? url.origin : undefined;
+}
+
+function refuse(message: string, pointer: string): never {
+  throw new HttpError(400, 'validation_failed', message, { details: [{ pointer, in: 'body', code: 'invalid', message }] });
+}
+
+/**
+ * Registered Environments and the OIDC clients that act for them, plus the built-in CLI client. Registration is an
+ * operator's act and is audited; clients are immutable once registered, so lookups are cached for the process.
+ */
+export class EnvironmentDirectory {
+  readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
+  readonly #secrets: RegistrySecrets;
+  readonly #clients = new Map<string, OidcClient>();
+  readonly #environments = new Map<string, Environment>();
+
+  constructor(db: Kysely<Database>, clock: Clock, secrets: RegistrySecrets) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#secrets = secrets;
+  }
+
+  async ensureCliClient(): Promise<void> {
+    await this.#db
+      .insertInto('oidc_clients')
+      .values({ client_id: CLI_CLIENT_ID, kind: 'cli', name: 'Registry command-line tool', redirect_uris: '[]' })
+      .onConflict((oc) => oc.column('client_id').doNothing())
+      .execute();
+  }
+
+  /** Registers an Environment and its public OIDC client; the owner account must already exist (checked by the caller). */
+  async register(input: EnvironmentRegistration, actor: string): Promise<{ environment: Environment; client: OidcClient }> {
+    if (!ENVIRONMENT_ID.test(input.environmentId)) refuse('environment id: 3 to 63 of a-z 0-9 -, starting with a letter or digit', '/environmentId');
+    const origin = canonicalOrigin(input.origin);
+    if (!origin) refuse('origin must be an https origin (or http on a loopback host) with no path, e.g. https://env.example', '/origin');
+    if (input.redirectUris.length === 0) refuse('at least one redirect URI is required', '/redirectUris');
+    input.redirectUris.forEach((uri, i) => {
+      let url: URL | undefined;
+      try {
+        url = new URL(uri);
+      } catch {
+        url = undefined;
+      }
+      if (!url || url.origin !== origin || url.hash !== '' || url.href !== uri) {
+        refuse(`redirect URI ${i + 1} must be an absolute URL on the Environment's origin ${origin}, without a fragment`, `/redirectUris/${i}`);
+      }
+    });
+    const clientId = newId('envc');
+    const at = new Date(this.#clock.now());
+    try {
+      await this.#db.transaction().execute(async (trx) => {
+        await trx.insertInto('environments').values({ id: input.environmentId, origin, owner_account_id: input.ownerAccountId }).execute();
+        await trx
+          .insertInto('oidc_clients')
+          .values({ client_id: clientId, kind: 'environment', name: input.clientName, environment_id: input.environmentId, redirect_uris: JSON.stringify(input.redirectUris) })
+          .execute();
+        await writeAudit(
+          trx,
+          {
+            action: 'environment.register',
+            actor,
+            target: `environment:${input.environmentId}`,
+            data: { origin, ownerAccountId: input.ownerAccountId, clientId, redirectUris: input.redirectUris },
+          },
+          at,
+        );
+      });
+    } catch (error) {
+      if ((error as { code?: string }).code === '23505') {
+        throw new HttpError(409, 'environment_exists', `an Environment with id ${input.environmentId} is already registered`);
+      }
+      throw error;
+    }
+    return {
+      environment: { id: input.environmentId, origin, ownerAccountId: input.ownerAccountId },
+      client: { clientId, kind: 'environment', name: input.clientName, environmentId: input.environmentId, redirectUris: input.redirectUris },
+    };
+  }
+
+  async environment(id: string): Promise<Environment | undefined> {
+    const cached = this.#environments.get(id);
+    if (cached || !ENVIRONMENT_ID.test(id)) return cached;
+    const row = await this.#db.selectFrom('environments').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) return undefined;
+    const environment = { id: row.id, origin: row.origin, ownerAccountId: row.owner_account_id };
+    this.#environments.set(id, environment);
+    return environment;
+  }
+
+  async list(): Promise<Environment[]> {
+    const rows = await this.#db.selectFrom('environments').selectAll().orderBy('id').execute();
+    return rows.map((row) => ({ id: row.id, origin: row.origin, ownerAccountId: row.owner_account_id }));
+  }
+
+  async client(clientId: string): Promise<OidcClient | undefined> {
+    const cached = this.#clients.get(clientId);
+    if (cached || clientId.length > 64) return cached;
+    const row = await this.#db.selectFrom('oidc_clients').selectAll().where('client_id', '=', clientId).executeTakeFirst();
+    if (!row) return undefined;
+    const client: OidcClient = { clientId: row.client_id, kind: row.kind, name: row.name, environmentId: row.environment_id, redirectUris: row.redirect_uris };
+    this.#clients.set(clientId, client);
+    return client;
+  }
+
+  /**
+   * Who an account is inside one Environment: stable for the (account, Environment) pair, and unlinkable across
+   * Environments without the registry's key. It is also the `sub` of ID tokens issued to that Environment's client.
+   */
+  pairwiseActorId(accountId: string, environmentId: string): string {
+    const mac = this.#secrets.mac(PAIRWISE_SECRET, `${environmentId}\n${accountId}`);
+    return `act_${base32(Buffer.from(mac, 'base64url'), 26)}`;
+  }
+}

@@ -1,0 +1,41 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../actors/clock.js';
+import type { Database } from '../storage/database.js';
+import { writeAudit } from './audit.js';
+
+export const ADMIN_REASON = { min: 3, max: 1000 } as const;
+
+/**
+ * Platform-admin authority. A grant and its `platform.admin.grant` audit event commit in one transaction; granting
+ * to an existing admin changes nothing and records nothing, so a retry is harmless.
+ */
+export class PlatformAdmins {
+  readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
+
+  constructor(db: Kysely<Database>, clock: Clock) {
+    this.#db = db;
+    this.#clock = clock;
+  }
+
+  async isAdmin(accountId: string): Promise<boolean> {
+    const row = await this.#db.selectFrom('platform_admins').select('account_id').where('account_id', '=', accountId).executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Grants admin to an existing account (the caller checks it exists). True when this call made the change. */
+  async grant(accountId: string, actor: string, reason: string): Promise<boolean> {
+    const at = new Date(this.#clock.now());
+    return this.#db.transaction().execute(async (trx) => {
+      const inserted = await trx
+        .insertInto('platform_admins')
+        .values({ account_id: accountId, granted_by: actor, reason, granted_at: at })
+        .onConflict((oc) => oc.column('account_id').doNothing())
+        .returning('account_id')
+        .executeTakeFirst();
+      if (!inserted) return false;
+      await writeAudit(trx, { action: 'platform.admin.grant', actor, target: `account:${accountId}`, reason }, at);
+      return true;
+    });
+  }
+}

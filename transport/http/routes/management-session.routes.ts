@@ -1,0 +1,242 @@
+import * as z from 'zod';
+import type { Accounts } from '../../../identity/accounts.js';
+import { CONSOLE_COOKIE, PAGE_COOKIE, type BrowserSessions } from '../../../identity/browser-sessions.js';
+import type { EnvironmentDirectory } from '../../../identity/environments.js';
+import { idPattern } from '../../../identity/ids.js';
+import type { OAuthGrants } from '../../../identity/oauth-grants.js';
+import { ADMIN_REASON, type PlatformAdmins } from '../../../identity/platform-admins.js';
+import { apiSchema } from '../api-schemas.js';
+import { clearCookie } from '../cookies.js';
+import type { IncomingRequest, Principal } from '../credentials.js';
+import { HttpError } from '../errors.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
+
+export interface ManagementSessionDependencies {
+  readonly accounts: Accounts;
+  readonly sessions: BrowserSessions;
+  readonly directory: EnvironmentDirectory;
+  readonly grants: OAuthGrants;
+  readonly admins: PlatformAdmins;
+  /** Resolves the management identity a request carries, if any, without refusing: for `GET /v1/auth/me`. */
+  readonly identify: (request: IncomingRequest) => Promise<Principal | undefined>;
+}
+
+const AccountSummary = apiSchema(
+  'AccountSummary',
+  z.strictObject({ handle: z.string(), platformAdmin: z.boolean() }),
+  "The caller's own account as management sees it; never the raw account subject.",
+);
+
+const ConsoleAuthResponse = apiSchema(
+  'ConsoleAuthResponse',
+  z.strictObject({
+    account: AccountSummary,
+    csrfToken: z.string().describe('Send as `X-CSRF-Token` on operations that need CSRF while using the console cookie.'),
+    expiresAt: z.iso.datetime(),
+  }),
+);
+
+const MeResponse = apiSchema(
+  'MeResponse',
+  z.strictObject({
+    authenticated: z.boolean(),
+    credential: z.enum(['developerSession', 'managementBearer']).optional(),
+    account: AccountSummary.optional(),
+  }),
+);
+
+const OkResponse = apiSchema('OkResponse', z.strictObject({ ok: z.literal(true) }));
+
+const ManagementSessionList = apiSchema(
+  'ManagementSessionList',
+  z.strictObject({
+    sessions: z.array(
+      z.strictObject({
+        sessionId: z.string().regex(idPattern('grt')),
+        clientName: z.string(),
+        createdAt: z.iso.datetime(),
+        lastUsedAt: z.iso.datetime().describe('Last sign-in or refresh.'),
+        expiresAt: z.iso.datetime(),
+        current: z.boolean().describe('The session the caller is using.'),
+      }),
+    ),
+  }),
+  "The caller's live CLI sign-ins (OAuth grants). Never tokens, codes or raw subjects.",
+);
+
+const RevokeManagementSessionResponse = apiSchema(
+  'RevokeManagementSessionResponse',
+  z.strictObject({ sessionId: z.string(), revoked: z.literal(true), revokedAt: z.iso.datetime() }),
+);
+
+const PlatformAdminGrantRequest = apiSchema('PlatformAdminGrantRequest', z.strictObject({ reason: z.string().min(ADMIN_REASON.min).max(ADMIN_REASON.max) }));
+
+const PlatformAdminGrantResponse = apiSchema(
+  'PlatformAdminGrantResponse',
+  z.strictObject({ userId: z.string(), platformAdmin: z.literal(true), changed: z.boolean().describe('False when the account already held platform admin.') }),
+);
+
+type ManagementPrincipal = Extract<Principal, { credential: 'managementBearer' | 'developerSession' }>;
+
+function managementOf(principal: Principal): ManagementPrincipal {
+  if (principal.credential !== 'managementBearer' && principal.credential !== 'developerSession') throw new Error('route requires a management identity');
+  return principal;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export function managementSessionRoutes(deps: ManagementSessionDependencies): AnyRoute[] {
+  const problem = { tags: ['Management'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
+  const summary = async (accountId: string) => {
+    const [account, platformAdmin] = await Promise.all([deps.accounts.account(accountId), deps.admins.isAdmin(accountId)]);
+    return { handle: account.handle ?? '', platformAdmin };
+  };
+  return [
+    defineRoute({
+      ...problem,
+      operationId: 'createConsoleSession',
+      method: 'post',
+      path: '/v1/auth/console-session',
+      summary: 'Exchange a management bearer for a browser developer session',
+      description:
+        'Sets the HttpOnly cookie `__Host-registry_console` (Secure, SameSite=Strict) for at most 8 hours and never ' +
+        'beyond the management session it came from, which must stay live. Returns the CSRF token that cookie callers ' +
+        'send as `X-CSRF-Token`.',
+      credential: 'managementBearer',
+      responses: {
+        200: {
+          description: 'The console session cookie is set.',
+          schema: ConsoleAuthResponse,
+          headers: { 'Set-Cookie': { description: 'The console session (and, once per browser, the browser cookie).', schema: z.string() } },
+        },
+      },
+      handler: async ({ principal, headers }) => {
+        const caller = managementOf(principal);
+        const grant = await deps.grants.live(caller.grantId);
+        if (!grant) throw new HttpError(401, 'access_token_revoked', 'the session behind this token was revoked or has ended', { family: 'management' });
+        const browser = deps.sessions.browserOf(headers);
+        const { session, cookie } = await deps.sessions.create('console', {
+          browserId: browser.browserId,
+          accountId: caller.accountId,
+          accountEpoch: grant.accountEpoch,
+          grantId: grant.id,
+          grantScopes: grant.scopes,
+          notAfter: grant.expiresAt,
+        });
+        return {
+          status: 200,
+          body: { account: await summary(caller.accountId), csrfToken: deps.sessions.csrfToken(session.id), expiresAt: iso(session.expiresAt) },
+          headers: { 'set-cookie': browser.setCookie ? [cookie, browser.setCookie] : [cookie] },
+        };
+      },
+    }),
+    defineRoute({
+      ...problem,
+      operationId: 'getMe',
+      method: 'get',
+      path: '/v1/auth/me',
+      summary: 'Who the caller is',
+      description: 'No credential is required: a missing, expired or revoked console cookie or management bearer answers `authenticated: false`.',
+      credential: 'none',
+      responses: { 200: { description: 'The caller.', schema: MeResponse } },
+      handler: async ({ headers, remoteAddress }) => {
+        const principal = await deps.identify({ method: 'GET', path: '/v1/auth/me', query: '', headers, remoteAddress, body: Buffer.alloc(0) });
+        if (!principal || (principal.credential !== 'developerSession' && principal.credential !== 'managementBearer')) {
+          return { status: 200, body: { authenticated: false } };
+        }
+        return { status: 200, body: { authenticated: true, credential: principal.credential, account: await summary(principal.accountId) } };
+      },
+    }),
+    defineRoute({
+      ...problem,
+      operationId: 'logout',
+      method: 'post',
+      path: '/v1/auth/logout',
+      summary: 'Browser SSO logout',
+      description:
+        'Ends every console and page session of this browser (named by its `__Host-registry_browser` cookie) and the ' +
+        'Environment grants authorized through it, and clears the cookies. CLI and desktop management sessions are ' +
+        'separate credentials and stay. Needs `X-CSRF-Token`: a forged logout is a nuisance we refuse too.',
+      credential: 'developerSession',
+      csrf: true,
+      responses: { 200: { description: 'Signed out in this browser.', schema: OkResponse } },
+      handler: async ({ principal }) => {
+        const caller = managementOf(principal);
+        await deps.sessions.logoutBrowser(caller.browserId!, 'browser_logout');
+        return { status: 200, body: { ok: true as const }, headers: { 'set-cookie': [clearCookie(CONSOLE_COOKIE), clearCookie(PAGE_COOKIE)] } };
+      },
+    }),
+    defineRoute({
+      operationId: 'listManagementSessions',
+      method: 'get',
+      path: '/v1/auth/management-sessions',
+      summary: "The caller's CLI sign-ins",
+      tags: ['Management'],
+      errorFormat: 'api',
+      credential: 'managementIdentity',
+      responses: { 200: { description: 'Live CLI OAuth grants.', schema: ManagementSessionList } },
+      handler: async ({ principal }) => {
+        const caller = managementOf(principal);
+        const grants = await deps.grants.list(caller.accountId, 'cli');
+        const sessions = await Promise.all(
+          grants.map(async (g) => ({
+            sessionId: g.id,
+            clientName: (g.clientId ? (await deps.directory.client(g.clientId))?.name : undefined) ?? 'unknown client',
+            createdAt: iso(g.createdAt),
+            lastUsedAt: iso(g.lastUsedAt),
+            expiresAt: iso(g.expiresAt),
+            current: g.id === caller.grantId,
+          })),
+        );
+        return { status: 200, body: { sessions } };
+      },
+    }),
+    defineRoute({
+      operationId: 'revokeManagementSession',
+      method: 'delete',
+      path: '/v1/auth/management-sessions/{sessionId}',
+      summary: 'Revoke one CLI sign-in with its access and refresh material',
+      description: 'Cookie callers send `X-CSRF-Token`. Another account’s session is indistinguishable from a missing one (404).',
+      tags: ['Management'],
+      errorFormat: 'api',
+      credential: 'managementIdentity',
+      csrf: true,
+      params: z.strictObject({ sessionId: z.string().regex(idPattern('grt')) }),
+      responses: { 200: { description: 'Revoked.', schema: RevokeManagementSessionResponse } },
+      errors: [404],
+      handler: async ({ principal, params }) => {
+        const caller = managementOf(principal);
+        const revoked = await deps.grants.revokeOwned(caller.accountId, params.sessionId, 'cli', 'revoked_by_owner');
+        if (!revoked) throw new HttpError(404, 'management_session_not_found', 'no such CLI session on this account', { family: 'management' });
+        return { status: 200, body: { sessionId: params.sessionId, revoked: true as const, revokedAt: iso(revoked.revokedAt) } };
+      },
+    }),
+    defineRoute({
+      operationId: 'grantPlatformAdmin',
+      method: 'put',
+      path: '/v1/admin/users/{userId}/platform-admin',
+      summary: 'Grant platform admin to an existing account',
+      description:
+        'CSRF-protected console session of an existing platform administrator only (`admin_required` otherwise). The ' +
+        'grant and its `platform.admin.grant` audit event commit atomically; repeating it for an admin changes nothing.',
+      tags: ['Management'],
+      errorFormat: 'api',
+      credential: 'developerSession',
+      csrf: true,
+      params: z.strictObject({ userId: z.string().regex(idPattern('acc')) }),
+      body: PlatformAdminGrantRequest,
+      responses: { 200: { description: 'The account holds platform admin.', schema: PlatformAdminGrantResponse } },
+      errors: [404],
+      handler: async ({ principal, params, body }) => {
+        const caller = managementOf(principal);
+        if (!(await deps.admins.isAdmin(caller.accountId))) {
+          throw new HttpError(403, 'admin_required', 'only a platform administrator may grant platform admin', { family: 'management' });
+        }
+        if ((await deps.accounts.epochOf(params.userId)) === 0) throw new HttpError(404, 'user_not_found', 'no such account', { family: 'management' });
+        const changed = await deps.admins.grant(params.userId, `account:${caller.accountId}`, body.reason);
+        return { status: 200, body: { userId: params.userId, platformAdmin: true as const, changed } };
+      },
+    }),
+  ];
+}

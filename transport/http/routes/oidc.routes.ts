@@ -1,0 +1,270 @@
+import * as z from 'zod';
+import type { Accounts } from '../../../identity/accounts.js';
+import { consentPage, errorPage, pageHeaders, signInPage } from '../../../identity/authorization-page.js';
+import { checkAuthorization, redirectBack, type AuthorizationRequest } from '../../../identity/authorization-request.js';
+import type { BrowserSessions } from '../../../identity/browser-sessions.js';
+import type { EnvironmentDirectory } from '../../../identity/environments.js';
+import { ACCESS_TOKEN_TTL_S, CLIENT_SCOPES, type OAuthGrants } from '../../../identity/oauth-grants.js';
+import { apiSchema } from '../api-schemas.js';
+import type { Principal } from '../credentials.js';
+import { HttpError } from '../errors.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+
+export interface OidcDependencies {
+  readonly accounts: Accounts;
+  readonly sessions: BrowserSessions;
+  readonly directory: EnvironmentDirectory;
+  readonly grants: OAuthGrants;
+  readonly issuer: () => string;
+}
+
+const optional = z.string().optional();
+
+const AuthorizationQuery = z.object({
+  response_type: optional.describe('Must be `code`.'),
+  client_id: optional,
+  redirect_uri: optional.describe('Environment clients: exactly one of the registered URIs. CLI client: `http://127.0.0.1:{port}/…` or `http://[::1]:{port}/…`, any port.'),
+  scope: optional.describe('Environment clients: `openid runtime`; CLI client: `openid management`. Absent: all of them.'),
+  state: optional,
+  nonce: optional,
+  code_challenge: optional.describe('base64url SHA-256 of the code verifier (43 characters).'),
+  code_challenge_method: optional.describe('Must be `S256`; `plain` is refused.'),
+  prompt: optional.describe('`none`: answer at once, with `login_required` when there is no page session.'),
+});
+
+const AuthorizationForm = apiSchema(
+  'AuthorizationDecisionForm',
+  AuthorizationQuery.omit({ prompt: true }).extend({
+    csrf: z.string().describe('The token the consent page carries.'),
+    decision: z.enum(['allow', 'deny']),
+  }),
+);
+
+const TokenForm = apiSchema(
+  'TokenRequestForm',
+  z.object({
+    grant_type: z.string().describe('`authorization_code` or `refresh_token` (CLI client only).'),
+    client_id: optional,
+    code: optional,
+    redirect_uri: optional,
+    code_verifier: optional.describe('43 to 128 characters of `A-Z a-z 0-9 - . _ ~` (RFC 7636).'),
+    refresh_token: optional,
+  }),
+  'Token request (RFC 6749 section 4.1.3 and 6); public clients, so no client secret.',
+);
+
+const TokenResponse = apiSchema(
+  'TokenResponse',
+  z.strictObject({
+    access_token: z.string().describe('ES256 JWT (`typ` `at+jwt`), audience `registry-runtime` (Environment clients) or `registry-management` (CLI).'),
+    token_type: z.literal('Bearer'),
+    expires_in: z.number().int(),
+    scope: z.string(),
+    id_token: z.string().optional().describe('ES256 JWT whose `sub` is the pairwise actor id (Environment clients) or the account id (CLI).'),
+    refresh_token: z.string().optional().describe('CLI client only; single use: each refresh returns the next one.'),
+  }),
+);
+
+const DiscoveryDocument = apiSchema(
+  'OpenIdProviderMetadata',
+  z.strictObject({
+    issuer: z.string(),
+    authorization_endpoint: z.string(),
+    token_endpoint: z.string(),
+    jwks_uri: z.string(),
+    response_types_supported: z.array(z.string()),
+    response_modes_supported: z.array(z.string()),
+    grant_types_supported: z.array(z.string()),
+    subject_types_supported: z.array(z.string()),
+    id_token_signing_alg_values_supported: z.array(z.string()),
+    token_endpoint_auth_methods_supported: z.array(z.string()),
+    code_challenge_methods_supported: z.array(z.string()),
+    scopes_supported: z.array(z.string()),
+    claims_supported: z.array(z.string()),
+    authorization_response_iss_parameter_supported: z.boolean(),
+  }),
+  'OpenID Provider metadata (OpenID Connect Discovery 1.0).',
+);
+
+const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
+const html = { mediaType: 'text/html; charset=utf-8' } as const;
+const location = { Location: { description: 'Where the browser goes next.', schema: z.string() } };
+
+export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
+  const authorizationTag = { tags: ['Authorization'], errorFormat: 'problem' } as const;
+
+  /** The answer to a valid request from a signed-in person who agreed (or who need not be asked again). */
+  const issue = async (request: AuthorizationRequest, principal: { accountId: string; accountEpoch: number; browserId: string }) => {
+    const code = await deps.grants.issueCode({
+      client: request.client,
+      redirectUri: request.redirectUri,
+      codeChallenge: request.codeChallenge,
+      scopes: request.scopes,
+      nonce: request.nonce,
+      accountId: principal.accountId,
+      accountEpoch: principal.accountEpoch,
+      browserId: principal.browserId,
+    });
+    return { status: 303 as const, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { code, state: request.state }) } };
+  };
+
+  /** A page session whose account epoch is still current: removing a device ends the page sessions issued before. */
+  const livePageSession = async (headers: Readonly<Record<string, string>>) => {
+    const session = await deps.sessions.fromRequest('page', headers);
+    if (!session || (await deps.accounts.epochOf(session.accountId)) !== session.accountEpoch) return undefined;
+    return session;
+  };
+
+  const originOf = async (request: AuthorizationRequest): Promise<string> =>
+    request.client.environmentId ? ((await deps.directory.environment(request.client.environmentId))?.origin ?? '') : new URL(request.redirectUri).origin;
+
+  return [
+    defineRoute({
+      ...authorizationTag,
+      operationId: 'getOpenIdConfiguration',
+      method: 'get',
+      path: '/.well-known/openid-configuration',
+      summary: 'OpenID Provider metadata',
+      credential: 'none',
+      responses: { 200: { description: 'Discovery document.', schema: DiscoveryDocument } },
+      handler: async () => {
+        const issuer = deps.issuer();
+        return {
+          status: 200,
+          body: {
+            issuer,
+            authorization_endpoint: `${issuer}/v1/oidc/authorize`,
+            token_endpoint: `${issuer}/v1/oidc/token`,
+            jwks_uri: `${issuer}/v1/auth/jwks`,
+            response_types_supported: ['code'],
+            response_modes_supported: ['query'],
+            grant_types_supported: ['authorization_code', 'refresh_token'],
+            subject_types_supported: ['pairwise'],
+            id_token_signing_alg_values_supported: ['ES256'],
+            token_endpoint_auth_methods_supported: ['none'],
+            code_challenge_methods_supported: ['S256'],
+            scopes_supported: [...new Set(Object.values(CLIENT_SCOPES).flat())],
+            claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
+            authorization_response_iss_parameter_supported: true,
+          },
+        };
+      },
+    }),
+    defineRoute({
+      ...authorizationTag,
+      operationId: 'authorize',
+      method: 'get',
+      path: '/v1/oidc/authorize',
+      summary: 'Authorization endpoint (registry page)',
+      description:
+        'Authorization Code with PKCE (S256 only). An unknown client or a redirect URI not registered for it is shown ' +
+        'as an error page and never redirected to. Other errors return to the redirect URI with `error`, `state` and ' +
+        '`iss`. The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
+        'person to sign in with the desktop app (or, with `prompt=none`, returns `error=login_required`); with one it ' +
+        'shows a consent form (or, with `prompt=none`, returns a code at once). Codes are single use and expire after ' +
+        '60 seconds.',
+      credential: 'none',
+      query: AuthorizationQuery,
+      responses: {
+        200: { description: 'Consent page.', text: html },
+        303: { description: 'Back to the client with `code` or `error`.', headers: location },
+        400: { description: 'The client or redirect URI cannot be trusted: error page, no redirect.', text: html },
+        401: { description: 'No page session: the sign-in page.', text: html },
+      },
+      handler: async ({ query, headers }) => {
+        const check = await checkAuthorization(query, deps.directory);
+        if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message), headers: pageHeaders() };
+        if (check.kind === 'redirect_error') {
+          return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
+        }
+        const { request } = check;
+        const session = await livePageSession(headers);
+        if (!session) {
+          if (request.promptNone) {
+            return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { error: 'login_required', state: request.state }) } };
+          }
+          return { status: 401, body: signInPage(), headers: pageHeaders() };
+        }
+        if (request.promptNone) return issue(request, session);
+        const account = await deps.accounts.account(session.accountId);
+        const body = consentPage({ request, handle: account.handle ?? '', origin: await originOf(request), csrf: deps.sessions.csrfToken(session.id) });
+        return { status: 200, body, headers: pageHeaders(request.redirectUri) };
+      },
+    }),
+    defineRoute({
+      ...authorizationTag,
+      operationId: 'decideAuthorization',
+      method: 'post',
+      path: '/v1/oidc/authorize',
+      summary: 'The consent form of the authorization page',
+      description: 'Posted by the consent page with its CSRF token; re-checks the whole request, then redirects with a code or `access_denied`.',
+      credential: 'pageSession',
+      bodyFormat: 'form',
+      body: AuthorizationForm,
+      maxBodyBytes: 8 * 1024,
+      responses: {
+        303: { description: 'Back to the client with `code` or `error`.', headers: location },
+        400: { description: 'The client or redirect URI cannot be trusted: error page, no redirect.', text: html },
+      },
+      errors: [403],
+      handler: async ({ body, principal }) => {
+        const session = pageSessionOf(principal);
+        if (!deps.sessions.checkCsrf(session.sessionId, body.csrf)) {
+          throw new HttpError(403, 'csrf_invalid', 'the consent form is stale or was not made by the registry; reload the page', { family: 'account_policy' });
+        }
+        const check = await checkAuthorization(body, deps.directory);
+        if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message), headers: pageHeaders() };
+        if (check.kind === 'redirect_error') {
+          return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
+        }
+        if (body.decision === 'deny') {
+          return { status: 303, body: undefined, headers: { location: redirectBack(check.request.redirectUri, deps.issuer(), { error: 'access_denied', state: check.request.state }) } };
+        }
+        return issue(check.request, session);
+      },
+    }),
+    defineRoute({
+      operationId: 'token',
+      method: 'post',
+      path: '/v1/oidc/token',
+      summary: 'Token endpoint',
+      description:
+        '`authorization_code` with the PKCE `code_verifier` and the same `redirect_uri`; `refresh_token` for the CLI ' +
+        'client. Refresh tokens rotate: each is single use, and presenting a spent one revokes the whole sign-in ' +
+        '(`invalid_grant`, code `refresh_token_reused`). A reused authorization code revokes what it produced. ' +
+        `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds and are checked online against their grant and the account epoch. ` +
+        'Errors are RFC 6749 bodies with the stable `code` and `requestId` added.',
+      tags: ['Authorization'],
+      credential: 'none',
+      errorFormat: 'oauth',
+      bodyFormat: 'form',
+      body: TokenForm,
+      maxBodyBytes: 8 * 1024,
+      responses: { 200: { description: 'Tokens.', schema: TokenResponse } },
+      handler: async ({ body }) => {
+        const client = body.client_id ? await deps.directory.client(body.client_id) : undefined;
+        if (!client) throw new HttpError(401, 'client_unknown', 'client_id names no registered client', { oauthError: 'invalid_client' });
+        if (body.grant_type === 'authorization_code') {
+          if (!body.code || !body.redirect_uri || !body.code_verifier) {
+            throw new HttpError(400, 'token_request_incomplete', 'code, redirect_uri and code_verifier are required');
+          }
+          if (!VERIFIER.test(body.code_verifier)) throw new HttpError(400, 'pkce_verifier_invalid', 'code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~');
+          const tokens = await deps.grants.exchangeCode({ client, code: body.code, redirectUri: body.redirect_uri, codeVerifier: body.code_verifier });
+          return { status: 200, body: tokens, headers: { pragma: 'no-cache' } };
+        }
+        if (body.grant_type === 'refresh_token') {
+          if (client.kind !== 'cli') throw new HttpError(400, 'grant_type_unauthorized', 'this client does not use refresh tokens', { oauthError: 'unauthorized_client' });
+          if (!body.refresh_token) throw new HttpError(400, 'token_request_incomplete', 'refresh_token is required');
+          const tokens = await deps.grants.refresh({ client, refreshToken: body.refresh_token });
+          return { status: 200, body: tokens, headers: { pragma: 'no-cache' } };
+        }
+        throw new HttpError(400, 'grant_type_unsupported', 'grant_type must be authorization_code or refresh_token', { oauthError: 'unsupported_grant_type' });
+      },
+    }),
+  ];
+}
+
+function pageSessionOf(principal: Principal): { sessionId: string; accountId: string; accountEpoch: number; browserId: string } {
+  if (principal.credential !== 'pageSession') throw new Error('route requires a page session');
+  return principal;
+}
