@@ -49,12 +49,18 @@ export class DeviceClient {
   }
 
   /** Sends a JSON request signed by this device (the body bound to the assertion unless `bindBody: false`). */
-  async request(baseUrl: string, method: string, target: string, body?: unknown, options: { bindBody?: boolean } = {}): Promise<Response> {
+  async request(
+    baseUrl: string,
+    method: string,
+    target: string,
+    body?: unknown,
+    options: { bindBody?: boolean; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
     const text = body === undefined ? undefined : JSON.stringify(body);
     const assertion = await this.assertion({ method, target, ...(text !== undefined ? { body: text } : {}), bindBody: options.bindBody ?? text !== undefined });
     return fetch(baseUrl + target, {
       method,
-      headers: { 'platform-device-assertion': assertion, ...(text !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: { ...options.headers, 'platform-device-assertion': assertion, ...(text !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(text !== undefined ? { body: text } : {}),
     });
   }

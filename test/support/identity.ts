@@ -1,0 +1,69 @@
+import * as assert from 'uvu/assert';
+import { DeviceClient } from '../../client/device-client.js';
+import { jsonOf } from './http.js';
+
+/** Enrols the first device of a new account through the public API; returns the device and its passport. */
+export async function enrolFirst(baseUrl: string, handle: string): Promise<{ device: DeviceClient; passport: string; accountId: string }> {
+  const device = await DeviceClient.generate(`${handle} laptop`);
+  const started = await startEnrolment(baseUrl, handle, device);
+  const res = await device.request(baseUrl, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce }, { bindBody: true });
+  assert.is(res.status, 201, await res.clone().text());
+  const passport = ((await res.json()) as { passport: string }).passport;
+  const claims = JSON.parse(Buffer.from(passport.split('.')[1]!, 'base64url').toString()) as { sub: string };
+  return { device, passport, accountId: claims.sub };
+}
+
+export async function startEnrolment(baseUrl: string, handle: string, device: DeviceClient): Promise<Record<string, string>> {
+  const res = await fetch(`${baseUrl}/v1/enrol/start`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } }),
+  });
+  assert.is(res.status, 201, await res.clone().text());
+  const body = (await res.json()) as Record<string, string>;
+  device.deviceId = body.deviceId;
+  return body;
+}
+
+/** Enrols a second device of an existing account, admitted by `admitter`. */
+export async function enrolAnother(baseUrl: string, handle: string, admitter: DeviceClient, name: string): Promise<DeviceClient> {
+  const device = await DeviceClient.generate(name);
+  const started = await startEnrolment(baseUrl, handle, device);
+  const decided = await admitter.request(baseUrl, 'POST', '/v1/enrol/approve', { enrolmentId: started.enrolmentId, decision: 'admit' });
+  assert.is(decided.status, 204, await decided.clone().text());
+  const done = await device.request(baseUrl, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce });
+  assert.is(done.status, 201, await done.clone().text());
+  return device;
+}
+
+/** Registers an Environment through the operator listener, as the operators' command line does. */
+export async function registerEnvironment(
+  opsUrl: string,
+  input: { environmentId: string; origin: string; ownerHandle: string; redirectUris: string[]; clientName?: string },
+): Promise<{ clientId: string }> {
+  const res = await fetch(`${opsUrl}/registry/environments`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
+    body: JSON.stringify(input),
+  });
+  assert.is(res.status, 201, await res.clone().text());
+  return ((await res.json()) as { client: { clientId: string } }).client;
+}
+
+export async function assertProblem(res: Response, status: number, code: string): Promise<void> {
+  const text = await res.clone().text();
+  assert.is(res.status, status, `expected ${status} ${code}, got ${res.status} ${text}`);
+  assert.is(res.headers.get('content-type'), 'application/problem+json');
+  const body = await jsonOf(res);
+  assert.is(body.code, code, text);
+  assert.is(body.requestId, res.headers.get('x-request-id'));
+}
+
+export async function assertApiError(res: Response, status: number, code: string): Promise<void> {
+  const text = await res.clone().text();
+  assert.is(res.status, status, `expected ${status} ${code}, got ${res.status} ${text}`);
+  assert.is(res.headers.get('content-type'), 'application/json');
+  const body = (await jsonOf(res)).error as { code: string; requestId: string };
+  assert.is(body.code, code, text);
+  assert.is(body.requestId, res.headers.get('x-request-id'));
+}
