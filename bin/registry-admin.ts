@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+import { userInfo } from 'node:os';
+import { parseArgs } from 'node:util';
+
+/**
+ * The operators' command line. It talks to a running registry's operator listener (loopback by default, or
+ * guarded by OPS_TOKEN), so every change goes through the same services, checks and audit records as the API, and
+ * the server stays the only writer of its actors.
+ */
+const USAGE = `registry-admin <command> [options]
+
+Commands:
+  environment register --id <id> --origin <https://…> --owner <handle> --redirect-uri <uri> [--redirect-uri <uri> …] [--name <client name>]
+      Register an Environment and its public OIDC client (prints the client id).
+  environment list
+  admin grant --handle <handle> --reason <text>
+      Grant platform admin to an existing account (audited as platform.admin.grant).
+  accounts list
+  devices list --handle <handle>
+  audit list [--target <target>] [--limit <n>]
+
+Options:
+  --ops-url <url>   operator listener (default: $OPS_URL or http://127.0.0.1:9090)
+  --as <name>       who you are, for the audit trail (default: your login name)
+Environment: OPS_TOKEN is sent as the bearer when set.`;
+
+class UsageError extends Error {}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      'ops-url': { type: 'string' },
+      as: { type: 'string' },
+      id: { type: 'string' },
+      origin: { type: 'string' },
+      owner: { type: 'string' },
+      'redirect-uri': { type: 'string', multiple: true },
+      name: { type: 'string' },
+      handle: { type: 'string' },
+      reason: { type: 'string' },
+      target: { type: 'string' },
+      limit: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help || positionals.length === 0) {
+    console.log(USAGE);
+    return 0;
+  }
+  const base = (values['ops-url'] ?? process.env.OPS_URL ?? 'http://127.0.0.1:9090').replace(/\/$/, '');
+  const operator = values.as ?? userInfo().username;
+  const need = (name: keyof typeof values): string => {
+    const value = values[name];
+    if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+    return value;
+  };
+  const call = async (method: string, path: string, body?: unknown): Promise<unknown> => {
+    const response = await fetch(base + path, {
+      method,
+      headers: {
+        'x-operator-name': operator,
+        ...(process.env.OPS_TOKEN ? { authorization: `Bearer ${process.env.OPS_TOKEN}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const payload = (await response.json()) as { error?: { code: string; message: string; details?: Array<{ pointer: string; message: string }> } };
+    if (!response.ok) {
+      const details = payload.error?.details?.map((d) => `\n  ${d.pointer}: ${d.message}`).join('') ?? '';
+      throw new Error(`${payload.error?.code ?? response.status}: ${payload.error?.message ?? 'request failed'}${details}`);
+    }
+    return payload;
+  };
+  const command = positionals.join(' ');
+  let result: unknown;
+  switch (command) {
+    case 'environment register':
+      result = await call('POST', '/registry/environments', {
+        environmentId: need('id'),
+        origin: need('origin'),
+        ownerHandle: need('owner'),
+        redirectUris: values['redirect-uri'] ?? [],
+        ...(values.name ? { clientName: values.name } : {}),
+      });
+      break;
+    case 'environment list':
+      result = await call('GET', '/registry/environments');
+      break;
+    case 'admin grant':
+      result = await call('PUT', `/registry/accounts/${encodeURIComponent(need('handle'))}/platform-admin`, { reason: need('reason') });
+      break;
+    case 'accounts list':
+      result = await call('GET', '/registry/accounts');
+      break;
+    case 'devices list':
+      result = await call('GET', `/registry/accounts/${encodeURIComponent(need('handle'))}/devices`);
+      break;
+    case 'audit list': {
+      const query = new URLSearchParams({ ...(values.target ? { target: values.target } : {}), ...(values.limit ? { limit: values.limit } : {}) });
+      result = await call('GET', `/registry/audit${query.size > 0 ? `?${query}` : ''}`);
+      break;
+    }
+    default:
+      throw new UsageError(`unknown command: ${command}`);
+  }
+  console.log(JSON.stringify(result, null, 2));
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`${(error as Error).message}\n\n${USAGE}`);
+      process.exit(2);
+    }
+    console.error(`registry-admin: ${(error as Error).message}`);
+    process.exit(1);
+  },
+);
