@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Clock } from '../actors/clock.js';
-import type { Database } from '../storage/database.js';
+import type { Database, OAuthCodeTable } from '../storage/database.js';
+import { StatementBatcher } from '../storage/statement-batcher.js';
 import { HttpError } from '../transport/http/errors.js';
 import type { EnvironmentDirectory, OidcClient } from './environments.js';
 import { newId } from './ids.js';
@@ -86,6 +87,59 @@ type GrantRow = {
   revoked_at: Date | null;
 };
 
+type CodeRow = Selectable<OAuthCodeTable>;
+type SpentRefresh = GrantRow & { generation: number; token_hash: string };
+
+/** Rows as `jsonb_to_recordset` reads them: times as ISO strings. */
+interface NewCode {
+  code_hash: string;
+  client_id: string;
+  redirect_uri: string;
+  code_challenge: string;
+  scopes: readonly string[];
+  nonce: string | null;
+  account_id: string;
+  account_epoch: number;
+  browser_id: string;
+  auth_time: string;
+  expires_at: string;
+}
+
+interface NewGrant {
+  id: string;
+  kind: GrantKind;
+  client_id: string;
+  account_id: string;
+  account_epoch: number;
+  browser_id: string;
+  environment_id: string | null;
+  scopes: readonly string[];
+  created_at: string;
+  expires_at: string;
+  refresh_hash: string | null;
+  code_hash: string;
+}
+
+interface NewRefresh {
+  token_hash: string;
+  grant_id: string;
+  generation: number;
+  created_at: string;
+}
+
+/**
+ * Answers a batch of single-use claims: each returned row goes to the first request that named it; a second request
+ * for the same secret in the same batch lost the race, exactly as if it had come in a later batch.
+ */
+function firstClaims<R>(keys: readonly string[], rows: readonly R[], keyOf: (row: R) => string): Array<R | undefined> {
+  const byKey = new Map(rows.map((r) => [keyOf(r), r]));
+  return keys.map((key) => {
+    const row = byKey.get(key);
+    byKey.delete(key);
+    return row;
+  });
+}
+
 function liveGrant(row: GrantRow): LiveGrant {
   return {
     id: row.id,
@@ -112,9 +166,68 @@ function liveGrant(row: GrantRow): LiveGrant {
  */
 export class OAuthGrants {
   readonly #d: GrantDependencies;
+  // Every write of the token endpoint and the authorization page is group-committed: see StatementBatcher.
+  readonly #insertCodes: StatementBatcher<NewCode, undefined>;
+  readonly #consumeCodes: StatementBatcher<string, CodeRow | undefined>;
+  readonly #createGrants: StatementBatcher<NewGrant, undefined>;
+  readonly #spendRefreshTokens: StatementBatcher<string, SpentRefresh | undefined>;
+  readonly #storeRefreshTokens: StatementBatcher<NewRefresh, undefined>;
 
   constructor(dependencies: GrantDependencies) {
     this.#d = dependencies;
+    const db = dependencies.db;
+    this.#insertCodes = new StatementBatcher(async (codes) => {
+      await sql`
+        INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, nonce, account_id, account_epoch, browser_id, auth_time, expires_at)
+        SELECT code_hash, client_id, redirect_uri, code_challenge, scopes, nonce, account_id, account_epoch, browser_id, auth_time, expires_at
+        FROM jsonb_to_recordset(${JSON.stringify(codes)}::jsonb) AS x(code_hash text, client_id text, redirect_uri text, code_challenge text,
+          scopes jsonb, nonce text, account_id text, account_epoch int8, browser_id text, auth_time timestamptz, expires_at timestamptz)`.execute(db);
+      return codes.map(() => undefined);
+    });
+    this.#consumeCodes = new StatementBatcher(async (hashes) => {
+      const { rows } = await sql<CodeRow>`
+        UPDATE oauth_codes SET used_at = ${new Date(this.#d.clock.now())}
+        WHERE code_hash = ANY(${hashes}::text[]) AND used_at IS NULL RETURNING *`.execute(db);
+      return firstClaims(hashes, rows, (r) => r.code_hash);
+    });
+    this.#createGrants = new StatementBatcher(async (grants) => {
+      // The grants, their first refresh tokens and the codes' links to them, in one statement.
+      await sql`
+        WITH input AS (
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(grants)}::jsonb) AS x(id text, kind text, client_id text, account_id text,
+            account_epoch int8, browser_id text, environment_id text, scopes jsonb, created_at timestamptz, expires_at timestamptz,
+            refresh_hash text, code_hash text)
+        ), grant_rows AS (
+          INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, last_used_at, expires_at)
+          SELECT id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, created_at, expires_at FROM input
+        ), refresh_rows AS (
+          INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
+          SELECT refresh_hash, id, 1, created_at FROM input WHERE refresh_hash IS NOT NULL
+        )
+        UPDATE oauth_codes c SET grant_id = input.id FROM input WHERE c.code_hash = input.code_hash`.execute(db);
+      return grants.map(() => undefined);
+    });
+    this.#spendRefreshTokens = new StatementBatcher(async (hashes) => {
+      const { rows } = await sql<SpentRefresh>`
+        WITH spent AS (
+          UPDATE oauth_refresh_tokens SET used_at = ${new Date(this.#d.clock.now())}
+          WHERE token_hash = ANY(${hashes}::text[]) AND used_at IS NULL
+          RETURNING token_hash, grant_id, generation
+        )
+        SELECT g.*, spent.generation, spent.token_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
+      return firstClaims(hashes, rows, (r) => r.token_hash);
+    });
+    this.#storeRefreshTokens = new StatementBatcher(async (tokens) => {
+      await sql`
+        WITH input AS (
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(tokens)}::jsonb) AS x(token_hash text, grant_id text, generation int4, created_at timestamptz)
+        ), touched AS (
+          UPDATE oauth_grants g SET last_used_at = input.created_at FROM input WHERE g.id = input.grant_id
+        )
+        INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
+        SELECT token_hash, grant_id, generation, created_at FROM input`.execute(db);
+      return tokens.map(() => undefined);
+    });
   }
 
   /** Issues a single-use authorization code for an authorization the person just made on the registry's page. */
@@ -130,22 +243,19 @@ export class OAuthGrants {
   }): Promise<string> {
     const now = this.#d.clock.now();
     const code = newOpaqueToken('rac');
-    await this.#d.db
-      .insertInto('oauth_codes')
-      .values({
-        code_hash: code.hash,
-        client_id: input.client.clientId,
-        redirect_uri: input.redirectUri,
-        code_challenge: input.codeChallenge,
-        scopes: JSON.stringify(input.scopes),
-        nonce: input.nonce ?? null,
-        account_id: input.accountId,
-        account_epoch: input.accountEpoch,
-        browser_id: input.browserId,
-        auth_time: new Date(now),
-        expires_at: new Date(now + CODE_TTL_MS),
-      })
-      .execute();
+    await this.#insertCodes.submit({
+      code_hash: code.hash,
+      client_id: input.client.clientId,
+      redirect_uri: input.redirectUri,
+      code_challenge: input.codeChallenge,
+      scopes: input.scopes,
+      nonce: input.nonce ?? null,
+      account_id: input.accountId,
+      account_epoch: input.accountEpoch,
+      browser_id: input.browserId,
+      auth_time: new Date(now).toISOString(),
+      expires_at: new Date(now + CODE_TTL_MS).toISOString(),
+    });
     return code.token;
   }
 
@@ -154,13 +264,7 @@ export class OAuthGrants {
     const { db, clock } = this.#d;
     const now = clock.now();
     const codeHash = hashToken(input.code);
-    const consumed = await db
-      .updateTable('oauth_codes')
-      .set({ used_at: new Date(now) })
-      .where('code_hash', '=', codeHash)
-      .where('used_at', 'is', null)
-      .returningAll()
-      .executeTakeFirst();
+    const consumed = await this.#consumeCodes.submit(codeHash);
     if (!consumed) {
       const spent = await db.selectFrom('oauth_codes').select(['grant_id']).where('code_hash', '=', codeHash).executeTakeFirst();
       if (!spent) throw invalidGrant('authorization_code_invalid', 'the authorization code is not known');
@@ -179,19 +283,20 @@ export class OAuthGrants {
     const grantId = newId('grt');
     const refresh = kind === 'cli' ? newOpaqueToken('rrt') : undefined;
     const ttl = kind === 'cli' ? CLI_GRANT_TTL_MS : ENVIRONMENT_GRANT_TTL_MS;
-    const at = new Date(now);
-    // One statement: the grant, its first refresh token and the code's link to it commit together.
-    await sql`
-      WITH grant_row AS (
-        INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, last_used_at, expires_at)
-        VALUES (${grantId}, ${kind}, ${input.client.clientId}, ${consumed.account_id}, ${epoch}, ${consumed.browser_id},
-                ${input.client.environmentId}, ${JSON.stringify(consumed.scopes)}::jsonb, ${at}, ${at}, ${new Date(now + ttl)})
-        RETURNING id
-      ), refresh_row AS (
-        INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
-        SELECT ${refresh?.hash ?? null}::text, id, 1, ${at}::timestamptz FROM grant_row WHERE ${refresh !== undefined}::boolean
-      )
-      UPDATE oauth_codes SET grant_id = ${grantId} WHERE code_hash = ${codeHash}`.execute(db);
+    await this.#createGrants.submit({
+      id: grantId,
+      kind,
+      client_id: input.client.clientId,
+      account_id: consumed.account_id,
+      account_epoch: epoch,
+      browser_id: consumed.browser_id,
+      environment_id: input.client.environmentId,
+      scopes: consumed.scopes,
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(now + ttl).toISOString(),
+      refresh_hash: refresh?.hash ?? null,
+      code_hash: codeHash,
+    });
     const grant: LiveGrant = {
       id: grantId,
       kind,
@@ -228,14 +333,7 @@ export class OAuthGrants {
     const { db, clock } = this.#d;
     const now = clock.now();
     const hash = hashToken(input.refreshToken);
-    const spent = await sql<GrantRow & { generation: number }>`
-      WITH spent AS (
-        UPDATE oauth_refresh_tokens SET used_at = ${new Date(now)}
-        WHERE token_hash = ${hash} AND used_at IS NULL
-        RETURNING grant_id, generation
-      )
-      SELECT g.*, spent.generation FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
-    const row = spent.rows[0];
+    const row = await this.#spendRefreshTokens.submit(hash);
     if (!row) {
       const known = await db.selectFrom('oauth_refresh_tokens').select('grant_id').where('token_hash', '=', hash).executeTakeFirst();
       if (!known) throw invalidGrant('refresh_token_invalid', 'the refresh token is not known');
@@ -251,11 +349,7 @@ export class OAuthGrants {
       throw invalidGrant('account_epoch_stale', "the account's devices changed since this sign-in; sign in again");
     }
     const next = newOpaqueToken('rrt');
-    const at = new Date(now);
-    await sql`
-      WITH touched AS (UPDATE oauth_grants SET last_used_at = ${at} WHERE id = ${row.id})
-      INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
-      VALUES (${next.hash}, ${row.id}, ${row.generation + 1}, ${at})`.execute(db);
+    await this.#storeRefreshTokens.submit({ token_hash: next.hash, grant_id: row.id, generation: row.generation + 1, created_at: new Date(now).toISOString() });
     const grant = liveGrant(row);
     return {
       access_token: await this.#accessToken(grant),

@@ -1,0 +1,121 @@
+/**
+ * Token-endpoint exchanges per second on one process, beside jose's raw ES256 verify rate measured in the same run.
+ *
+ *   npm run bench:tokens
+ *
+ * Exchange: what `POST /v1/oidc/token` does after parsing its form, on a real Postgres: consume the single-use code
+ * (one conditional UPDATE), check PKCE S256, the redirect URI and the account epoch (account actor), create the grant
+ * and its first refresh token (one statement), sign the access token and the ID token (two ES256 signatures).
+ * Refresh: spend a refresh token, check its grant and epoch, store the next one, sign an access token. Both keep
+ * `CONCURRENCY` requests in flight, as a server would. Raw: `compactVerify` of the issued access tokens with an
+ * imported key, back to back, before and after; the better run is the baseline.
+ * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20).
+ */
+import { compactVerify, importJWK, type CryptoKey } from 'jose';
+import { ActorHost } from '../actors/actor-host.js';
+import { systemClock } from '../actors/clock.js';
+import { identityKinds } from '../actors/identity.actors.js';
+import { InProcessOwnership } from '../actors/ownership.js';
+import { DeviceClient } from '../client/device-client.js';
+import { pkcePair } from '../client/oidc-client.js';
+import { Accounts } from '../identity/accounts.js';
+import { CSRF_SECRET } from '../identity/browser-sessions.js';
+import { acceptDeviceKey } from '../identity/device-keys.js';
+import { CLI_CLIENT_ID, EnvironmentDirectory, PAIRWISE_SECRET } from '../identity/environments.js';
+import { newId } from '../identity/ids.js';
+import { OAuthGrants, type TokenResponse } from '../identity/oauth-grants.js';
+import { RegistrySecrets } from '../identity/opaque-tokens.js';
+import { RegistrySigningKeys } from '../identity/signing-keys.js';
+import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
+import { openBenchDatabase } from './support/bench-database.js';
+
+const EXCHANGES = Number(process.env.BENCH_EXCHANGES ?? 6_000);
+const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 20);
+const CONCURRENCY = 64;
+const silent = { warn: () => {}, error: () => {}, info: () => {} };
+
+async function inFlight<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<{ perSec: number; results: R[] }> {
+  let next = 0;
+  const results: R[] = new Array<R>(items.length);
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        results[i] = await work(items[i]!);
+      }
+    }),
+  );
+  return { perSec: items.length / ((performance.now() - started) / 1000), results };
+}
+
+async function main(): Promise<void> {
+  const database = await openBenchDatabase({ clusterUrl: process.env.BENCH_DATABASE_URL, maxConnections: 8 });
+  const db = database.connection.db;
+  const host = new ActorHost({ store: new PostgresActorStore(database.connection), ownership: new InProcessOwnership(), clock: systemClock, kinds: identityKinds, logger: silent });
+  try {
+    const accounts = new Accounts(host, systemClock);
+    const accountIds: string[] = [];
+    for (let i = 0; i < ACCOUNTS; i++) {
+      const client = await DeviceClient.generate(`bench ${i}`);
+      const key = await acceptDeviceKey({ kty: 'EC', crv: 'P-256', x: client.publicJwk.x!, y: client.publicJwk.y! });
+      const started = await accounts.startEnrolment({ handle: `bench${i}`, deviceName: client.name, ...key });
+      const { accountId } = (await accounts.lookupDevice(started.deviceId))!;
+      await accounts.completeEnrolment(accountId, started.enrolmentId, started.nonce);
+      accountIds.push(accountId);
+    }
+    const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
+    const directory = new EnvironmentDirectory(db, systemClock, secrets);
+    await directory.ensureCliClient();
+    const cli = (await directory.client(CLI_CLIENT_ID))!;
+    const grants = new OAuthGrants({ db, clock: systemClock, keys, directory, epochOf: accounts.epochOf, issuer: () => 'https://registry.bench' });
+    const redirectUri = 'http://127.0.0.1:43210/callback';
+
+    const issue = async (n: number) =>
+      (
+        await inFlight(Array.from({ length: n }, (_, i) => i), async (i) => {
+          const { verifier, challenge } = pkcePair();
+          const code = await grants.issueCode({
+            client: cli,
+            redirectUri,
+            codeChallenge: challenge,
+            scopes: ['openid', 'management'],
+            nonce: newId('n'),
+            accountId: accountIds[i % ACCOUNTS]!,
+            accountEpoch: 1,
+            browserId: newId('brw'),
+          });
+          return { code, verifier };
+        })
+      ).results;
+    const exchange = (c: { code: string; verifier: string }): Promise<TokenResponse> => grants.exchangeCode({ client: cli, code: c.code, redirectUri, codeVerifier: c.verifier });
+
+    // Warm up (JIT, key import, account actors live), then measure on fresh codes.
+    await inFlight(await issue(Math.max(200, EXCHANGES / 10)), exchange);
+    const codes = await issue(EXCHANGES);
+    const verifyKey = (await importJWK(keys.jwks.keys[0]!, 'ES256')) as CryptoKey;
+    const sample = (await inFlight((await issue(2_000)), exchange)).results.map((t) => t.access_token);
+    const raw = async () => (await inFlight(Array.from({ length: EXCHANGES * 2 }, (_, i) => sample[i % sample.length]!), (jws) => compactVerify(jws, verifyKey))).perSec;
+
+    await database.checkpoint();
+    const raw1 = await raw();
+    const exchanged = await inFlight(codes, exchange);
+    const refreshed = await inFlight(exchanged.results, (t) => grants.refresh({ client: cli, refreshToken: t.refresh_token! }));
+    const raw2 = await raw();
+    const baseline = Math.max(raw1, raw2);
+    const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
+    const pct = (n: number): string => `${((n / baseline) * 100).toFixed(0)} %`;
+    process.stdout.write(
+      `token endpoint — ${ACCOUNTS} accounts, ${EXCHANGES} exchanges, ${CONCURRENCY} in flight\n` +
+        `  jose raw ES256 verify          : ${fmt(baseline)} /s (runs: ${fmt(raw1)}, ${fmt(raw2)})\n` +
+        `  authorization_code exchanges   : ${fmt(exchanged.perSec)} /s (${pct(exchanged.perSec)} of raw; 2 signatures + 2 statements each)\n` +
+        `  refresh_token rotations        : ${fmt(refreshed.perSec)} /s (${pct(refreshed.perSec)} of raw; 1 signature + 2 statements each)\n` +
+        `${JSON.stringify({ bench: 'token-endpoint', rawPerSec: Math.round(baseline), exchangesPerSec: Math.round(exchanged.perSec), refreshesPerSec: Math.round(refreshed.perSec), exchangeRatio: Math.round((exchanged.perSec / baseline) * 100) / 100, refreshRatio: Math.round((refreshed.perSec / baseline) * 100) / 100 })}\n`,
+    );
+  } finally {
+    await host.drain();
+    await database.close();
+  }
+}
+
+await main();
