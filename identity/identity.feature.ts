@@ -7,6 +7,7 @@ import { enrolmentRoutes } from '../transport/http/routes/enrolment.routes.js';
 import { managementSessionRoutes } from '../transport/http/routes/management-session.routes.js';
 import { oidcRoutes } from '../transport/http/routes/oidc.routes.js';
 import { registryAdminRoutes } from '../transport/ops/registry-admin.routes.js';
+import { sweepAccessRecords } from './access-sweep.js';
 import { Accounts } from './accounts.js';
 import { BrowserSessions, CONSOLE_COOKIE, CSRF_SECRET } from './browser-sessions.js';
 import { DeviceAssertionVerifier, ReplayGuard } from './device-assertion.js';
@@ -25,7 +26,7 @@ const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
  */
 export const identityFeature: ServerParts = {
   kinds: identityKinds,
-  build: async ({ host, clock, storage, publicUrl }) => {
+  build: async ({ host, clock, storage, publicUrl, logger }) => {
     const db = storage.db;
     const accounts = new Accounts(host, clock);
     const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
@@ -92,7 +93,15 @@ export const identityFeature: ServerParts = {
       }
     };
 
+    const sweep = setInterval(() => {
+      sweepAccessRecords(db, clock.now()).then(
+        (removed) => removed > 0 && logger.info({ removed }, 'ended access records removed'),
+        (err: unknown) => logger.warn({ err }, 'access record sweep failed'),
+      );
+    }, 10 * 60_000).unref();
+
     return {
+      stop: async () => clearInterval(sweep),
       routes: [
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
         ...accountSessionRoutes({ accounts, sessions, directory, grants, admins }),

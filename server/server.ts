@@ -45,6 +45,8 @@ export interface BuiltFeature {
   readonly verifiers?: CredentialVerifiers;
   /** Routes of the operator listener (loopback or OPS_TOKEN), for the operators' command line. */
   readonly opsRoutes?: readonly AnyRoute[];
+  /** Stops the feature's background work; runs after requests have drained, before storage closes. */
+  readonly stop?: () => Promise<void>;
 }
 
 /** The product's features, plugged into the core: actor kinds, routes, credential verifiers and socket endpoints. */
@@ -62,17 +64,19 @@ export function combineParts(...parts: readonly ServerParts[]): ServerParts {
     build: async (services) => {
       const routes: AnyRoute[] = [];
       const opsRoutes: AnyRoute[] = [];
+      const stops: Array<() => Promise<void>> = [];
       const verifiers: CredentialVerifiers = {};
       for (const part of parts) {
         const built = (await part.build?.(services)) ?? {};
         routes.push(...(built.routes ?? []));
         opsRoutes.push(...(built.opsRoutes ?? []));
+        if (built.stop) stops.push(built.stop);
         for (const [kind, verifier] of Object.entries(built.verifiers ?? {}) as Array<[keyof CredentialVerifiers, CredentialVerifiers[keyof CredentialVerifiers]]>) {
           if (verifiers[kind]) throw new Error(`two features verify credential ${kind}`);
           verifiers[kind] = verifier;
         }
       }
-      return { routes, verifiers, opsRoutes };
+      return { routes, verifiers, opsRoutes, stop: async () => void (await Promise.all(stops.map((stop) => stop()))) };
     },
     sockets: (services, mount) => parts.forEach((p) => p.sockets?.(services, mount)),
   };
@@ -163,6 +167,7 @@ export async function startServer(
     cleanups.push(async () => clearInterval(sweep));
 
     const built = (await parts.build?.(services)) ?? {};
+    if (built.stop) cleanups.push(built.stop);
     let openApi: Readonly<Record<string, unknown>> | undefined;
     const routes: AnyRoute[] = [
       ...statusRoutes({
