@@ -17,8 +17,9 @@ const DESCRIPTION = `Public \`/v1\` API of the registry service.
 
 **Errors.** Runtime authorization, account-policy, fencing and coordination failures use a flat RFC 7807
 \`application/problem+json\` body (\`Problem\`); validation, catalog and management failures use the nested
-\`application/json\` \`ApiError\` body. The status, enrolment, device and management-session operations answer every
-error as a Problem. Each error carries a stable machine \`code\` and a \`requestId\`, also sent as the
+\`application/json\` \`ApiError\` body. The status, enrolment, device and management-session operations (up to
+\`POST /v1/auth/logout\`) answer every error as a Problem; the token endpoint answers RFC 6749 error bodies
+(\`OAuthError\`) with the same \`code\` and \`requestId\`. Each error carries a stable machine \`code\` and a \`requestId\`, also sent as the
 \`X-Request-Id\` header of every response. A malformed body is \`400 malformed_json\`, an unknown member or parameter
 \`400 validation_failed\` (with \`errors\`/\`details\` naming each one by JSON Pointer), a body over the limit
 \`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`.
@@ -28,7 +29,35 @@ A \`503\` (\`Retry-After\` set) means the request was not applied and may be ret
 run at most once per caller and key for 24 hours: an identical retry (same method, path, query and JSON body) replays
 the original status and body with \`Idempotent-Replayed: true\`; a different request under the same key is refused with
 \`422 idempotency_key_reused\`; a retry while the first is still running gets \`409 idempotency_request_in_progress\`.
-Server failures (5xx) are not recorded, so their retry runs again.`;
+Server failures (5xx) are not recorded, so their retry runs again.
+
+**Device assertion** (\`Platform-Device-Assertion\`): a compact ES256 JWS made with the enrolled device key, protected
+header \`{"alg":"ES256","typ":"device-assertion+jwt","kid":"<deviceId>"}\`, payload \`htm\` (method), \`htu\` (path
+and query exactly as sent), \`iat\` (seconds; within 60 s of the server's clock), \`jti\` (16 to 64 characters,
+single use) and, on body-bound operations, \`bdh\` (base64url SHA-256 of the exact body). Refusals are 401 Problems:
+\`device_assertion_required\`, \`device_assertion_invalid\`, \`device_assertion_mismatch\`, \`device_assertion_expired\`,
+\`device_assertion_replayed\`, \`device_assertion_body_mismatch\`, \`device_unknown\`, \`device_removed\`,
+\`device_not_enrolled\`. No bearer of any kind is accepted where a device assertion is required.
+
+**Passport**: an ES256 JWT (\`typ\` \`passport+jwt\`, audience \`registry\`, 30 days) naming the account (\`sub\`), the
+device (\`dev\`) and the account epoch (\`aep\`), verifiable offline with \`/v1/auth/jwks\`. Removing a device, revoking
+the others or signing out raises the account epoch; passports, page and console sessions, OAuth codes, access and
+refresh tokens issued under an older epoch stop working online (\`account_epoch_stale\`).
+
+**Sessions and CSRF**: \`POST /v1/account/page-session\` sets the HttpOnly cookie \`__Host-registry_page\` (SameSite=Lax,
+12 hours) used by registry pages; \`POST /v1/auth/console-session\` sets \`__Host-registry_console\` (SameSite=Strict,
+8 hours at most, never beyond its management session) and returns the \`csrfToken\` that cookie callers send as
+\`X-CSRF-Token\` on operations marked CSRF (\`csrf_required\`, \`csrf_invalid\`: 403). The cookie
+\`__Host-registry_browser\` names the browser; browser SSO logout ends every page and console session of that browser
+and the Environment grants authorized through it, while CLI and desktop management sessions stay.
+
+**OIDC** (discovery at \`/.well-known/openid-configuration\`): Authorization Code with PKCE, \`S256\` only, for public
+clients (no secret). Codes are single use and live 60 seconds. Environment clients redirect only to their exact
+registered URIs on the Environment's origin, get scope \`openid runtime\`, 10-minute access tokens for audience
+\`registry-runtime\` and ID tokens whose \`sub\` is the pairwise actor id; they renew with \`prompt=none\`. The CLI client
+\`registry-cli\` redirects to \`http://127.0.0.1:{any port}\` or \`http://[::1]:{any port}\` (RFC 8252), gets scope
+\`openid management\`, 10-minute access tokens for audience \`registry-management\` and single-use refresh tokens that
+rotate inside a 30-day sign-in; presenting a spent one revokes the whole sign-in (\`refresh_token_reused\`).`;
 
 /** Builds the OpenAPI 3.1.0 document from the route table and the registered schemas. */
 export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenApiOptions): Json {
