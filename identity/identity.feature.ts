@@ -6,6 +6,8 @@ import { accountSessionRoutes } from '../transport/http/routes/account-sessions.
 import { enrolmentRoutes } from '../transport/http/routes/enrolment.routes.js';
 import { managementSessionRoutes } from '../transport/http/routes/management-session.routes.js';
 import { oidcRoutes } from '../transport/http/routes/oidc.routes.js';
+import { platformAdminRoutes } from '../transport/http/routes/platform-admin.routes.js';
+import { reviewHostRoutes } from '../transport/http/routes/review-host.routes.js';
 import { registryAdminRoutes } from '../transport/ops/registry-admin.routes.js';
 import { sweepAccessRecords } from './access-sweep.js';
 import { Accounts } from './accounts.js';
@@ -15,6 +17,7 @@ import { EnvironmentDirectory, PAIRWISE_SECRET } from './environments.js';
 import { MANAGEMENT_AUDIENCE, OAuthGrants } from './oauth-grants.js';
 import { RegistrySecrets } from './opaque-tokens.js';
 import { PlatformAdmins } from './platform-admins.js';
+import { ReviewerAuthorities } from './reviewer-authorities.js';
 import { RegistrySigningKeys } from './signing-keys.js';
 import { readCookie } from '../transport/http/cookies.js';
 
@@ -34,8 +37,14 @@ export const identityFeature: ServerParts = {
     await directory.ensureCliClient();
     const sessions = new BrowserSessions(db, clock, secrets);
     const admins = new PlatformAdmins(db, clock);
+    const reviewers = new ReviewerAuthorities(db, clock);
     const grants = new OAuthGrants({ db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl });
     const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: new ReplayGuard(clock) });
+
+    const deviceAssertion: CredentialVerifier = async (request, requirements) => {
+      const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });
+      return { credential: 'deviceAssertion', subject: verified.accountId, accountId: verified.accountId, deviceId: verified.deviceId, deviceStatus: verified.status };
+    };
 
     const managementBearer: CredentialVerifier = async (request) => {
       const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
@@ -104,15 +113,31 @@ export const identityFeature: ServerParts = {
       stop: async () => clearInterval(sweep),
       routes: [
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
-        ...accountSessionRoutes({ accounts, sessions, directory, grants, admins }),
+        ...accountSessionRoutes({ accounts, sessions, directory, grants, admins, reviewers }),
+        ...reviewHostRoutes({ reviewers }),
         ...oidcRoutes({ accounts, sessions, directory, grants, issuer: publicUrl }),
         ...managementSessionRoutes({ accounts, sessions, directory, grants, admins, identify }),
+        ...platformAdminRoutes({ accounts, admins, reviewers }),
       ],
       opsRoutes: registryAdminRoutes({ db, accounts, directory, admins }),
       verifiers: {
-        deviceAssertion: async (request, requirements) => {
-          const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });
-          return { credential: 'deviceAssertion', subject: verified.accountId, accountId: verified.accountId, deviceId: verified.deviceId, deviceStatus: verified.status };
+        deviceAssertion,
+        reviewHostCapability: async (request, requirements) => {
+          const device = await deviceAssertion(request, requirements);
+          const token = request.headers['platform-review-capability'];
+          if (!token) throw new HttpError(401, 'review_capability_required', 'send the review host capability in Platform-Review-Capability', { family: 'account_policy' });
+          const capability = await reviewers.capability(token);
+          if (!capability || device.credential !== 'deviceAssertion' || capability.deviceId !== device.deviceId) {
+            throw new HttpError(401, 'review_capability_invalid', 'no such review host capability for this device', { family: 'account_policy' });
+          }
+          return {
+            credential: 'reviewHostCapability',
+            subject: capability.accountId,
+            accountId: capability.accountId,
+            deviceId: capability.deviceId,
+            capabilityId: capability.id,
+            capabilityLive: capability.live,
+          };
         },
         managementBearer,
         developerSession,

@@ -15,6 +15,8 @@ export interface Database {
   oauth_refresh_tokens: OAuthRefreshTokenTable;
   platform_admins: PlatformAdminTable;
   audit_events: AuditEventTable;
+  reviewer_authorities: ReviewerAuthorityTable;
+  review_host_capabilities: ReviewHostCapabilityTable;
 }
 
 export interface SigningKeyTable {
@@ -173,4 +175,23 @@ export interface AuditEventTable {
   target: string;
   reason: NullableText;
   data: Json<Record<string, unknown>>;
+}
+
+export interface ReviewerAuthorityTable {
+  account_id: string;
+  granted_by: string;
+  reason: string;
+  granted_at: Instant;
+}
+
+export interface ReviewHostCapabilityTable {
+  id: string;
+  /** SHA-256 of the capability secret. */
+  secret_hash: string;
+  account_id: string;
+  /** The device it was issued to: every use also needs that device's assertion. */
+  device_id: string;
+  created_at: Instant;
+  expires_at: Instant;
+  revoked_at: NullableInstant;
 }

@@ -4,6 +4,7 @@ import { Migrator, type Migration, type MigrationProvider } from 'kysely/migrati
 import * as core0001 from './migrations/0001-core.js';
 import * as signingKeys0002 from './migrations/0002-signing-keys.js';
 import * as access0003 from './migrations/0003-access.js';
+import * as reviewHost0004 from './migrations/0004-review-host.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -13,6 +14,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0001-core': core0001,
   '0002-signing-keys': signingKeys0002,
   '0003-access': access0003,
+  '0004-review-host': reviewHost0004,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

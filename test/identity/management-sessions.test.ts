@@ -183,4 +183,49 @@ test('platform admin: refused to non-admins and without CSRF; granted atomically
   assert.equal(carolAudit.map((e) => [e.action, e.actor]), [['platform.admin.grant', 'operator:ops-alice']]);
 });
 
+test('reviewer authority: granted by admins only; review host capabilities issued to its devices, released with the exact capability', async () => {
+  // dan holds platform admin since the previous test; carol too.
+  await assertProblem(await dan.device.request(server.url, 'POST', '/v1/review/host-capabilities', {}), 403, 'reviewer_authority_required');
+  await assertProblem(await fetch(`${server.url}/v1/review/host-capabilities`, { method: 'POST', headers: bearer('cli') }), 401, 'device_assertion_required');
+  const erin = await enrolFirst(server.url, 'erin');
+  const erinBearer = (await desktopSession(erin.device)).accessToken;
+  const grant = (token: string, userId: string, method = 'PUT') =>
+    fetch(`${server.url}/v1/admin/reviewer-authorities/${userId}`, { method, headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify({ reason: 'review rota' }) });
+  await assertApiError(await grant(erinBearer, carol.accountId), 403, 'admin_required');
+  const danBearer = (await desktopSession(dan.device)).accessToken;
+  assert.equal(await (await grant(danBearer, carol.accountId)).json(), { userId: carol.accountId, reviewer: true, changed: true });
+  assert.equal(((await desktopSession(carol.device)).scopes), ['management', 'platform:admin', 'reviewer:admin']);
+  const listed = (await (await fetch(`${server.url}/v1/admin/reviewer-authorities`, { headers: bearer(danBearer) })).json()) as { authorities: Array<{ handle: string }> };
+  assert.equal(listed.authorities.map((a) => a.handle), ['carol']);
+
+  const issue = async () => {
+    const res = await carol.device.request(server.url, 'POST', '/v1/review/host-capabilities', {});
+    assert.is(res.status, 201, await res.clone().text());
+    return (await res.json()) as { capabilityId: string; capability: string; deviceId: string };
+  };
+  const cap = await issue();
+  assert.is(cap.deviceId, carol.device.deviceId);
+  const release = (device: DeviceClient, id: string, capability?: string, bindBody = true) =>
+    device.request(server.url, 'DELETE', `/v1/review/host-capabilities/${id}`, undefined, {
+      bindBody,
+      headers: capability ? { 'platform-review-capability': capability } : {},
+    });
+  await assertProblem(await release(carol.device, cap.capabilityId), 401, 'review_capability_required');
+  await assertProblem(await release(carol.device, cap.capabilityId, cap.capability, false), 401, 'device_assertion_body_mismatch');
+  await assertProblem(await release(dan.device, cap.capabilityId, cap.capability), 401, 'review_capability_invalid');
+  await assertProblem(await release(carol.device, cap.capabilityId, 'rhc_forged'), 401, 'review_capability_invalid');
+  const other = await issue();
+  await assertProblem(await release(carol.device, other.capabilityId, cap.capability), 403, 'review_capability_mismatch');
+  assert.is((await release(carol.device, cap.capabilityId, cap.capability)).status, 204);
+  assert.is((await release(carol.device, cap.capabilityId, cap.capability)).status, 204, 'already released: still 204');
+
+  // Revoking the authority ends the outstanding capability, and the audit trail has both changes.
+  assert.equal(await (await grant(danBearer, carol.accountId, 'DELETE')).json(), { userId: carol.accountId, reviewer: false, changed: true });
+  const ended = await db.connection.db.selectFrom('review_host_capabilities').select('revoked_at').where('id', '=', other.capabilityId).executeTakeFirstOrThrow();
+  assert.ok(ended.revoked_at);
+  await assertProblem(await carol.device.request(server.url, 'POST', '/v1/review/host-capabilities', {}), 403, 'reviewer_authority_required');
+  const audit = (await fetch(`${server.opsUrl}/registry/audit?target=account:${carol.accountId}`).then(jsonOf)).events as Array<{ action: string; actor: string }>;
+  assert.equal(audit.map((e) => [e.action, e.actor]).slice(0, 2), [['reviewer.authority.revoke', `account:${dan.accountId}`], ['reviewer.authority.grant', `account:${dan.accountId}`]]);
+});
+
 test.run();

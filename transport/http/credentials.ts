@@ -55,7 +55,20 @@ export type Principal =
       readonly accountEpoch: number;
     }
   | {
-      readonly credential: Exclude<CredentialKind, 'none' | 'deviceAssertion' | 'managementBearer' | 'developerSession' | 'pageSession'>;
+      /** A device assertion together with a review host capability issued to that device. */
+      readonly credential: 'reviewHostCapability';
+      readonly subject: string;
+      readonly accountId: string;
+      readonly deviceId: string;
+      readonly capabilityId: string;
+      /** False once released, revoked or expired: only releasing accepts such a capability. */
+      readonly capabilityLive: boolean;
+    }
+  | {
+      readonly credential: Exclude<
+        CredentialKind,
+        'none' | 'deviceAssertion' | 'managementBearer' | 'developerSession' | 'pageSession' | 'reviewHostCapability'
+      >;
       readonly subject: string;
     };
 
@@ -107,7 +120,13 @@ export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none' |
     name: '__Host-registry_page',
     description: 'Registry page session from `POST /v1/account/page-session` (HttpOnly, SameSite=Lax), used by registry pages such as the OIDC authorization page.',
   },
-  reviewHostCapability: { type: 'apiKey', in: 'header', name: 'Platform-Review-Capability', description: 'Short-lived, fixed-purpose capability issued to an enrolled device.' },
+  reviewHostCapability: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'Platform-Review-Capability',
+    description:
+      'Short-lived (15 minutes), fixed-purpose capability from `POST /v1/review/host-capabilities`, issued to one enrolled device; always sent together with that device\'s body-bound `Platform-Device-Assertion`.',
+  },
   projectToken: { type: 'http', scheme: 'bearer', description: 'Project token with scopes and a required expiry.' },
   appSession: { type: 'http', scheme: 'bearer', description: 'App-audience session from the launch-code exchange.' },
   runtimeSession: { type: 'http', scheme: 'bearer', description: 'Runtime access token plus `Origin` and `X-Platform-Runtime-Session`.' },
@@ -121,9 +140,13 @@ export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none' |
   operator: { type: 'http', scheme: 'bearer', description: 'Operator listener token (`OPS_TOKEN`); the listener is bound to loopback by default.' },
 };
 
-/** Credentials that are a choice between others: OpenAPI lists each alternative as its own security requirement. */
-export const credentialAlternatives: Partial<Readonly<Record<CredentialKind, readonly CredentialKind[]>>> = {
-  managementIdentity: ['managementBearer', 'developerSession'],
+/**
+ * Credentials made of others, as OpenAPI security requirements: each inner list is one requirement whose schemes are
+ * all needed; the outer list is a choice. A credential not listed is its own single scheme.
+ */
+export const credentialRequirements: Partial<Readonly<Record<CredentialKind, readonly (readonly CredentialKind[])[]>>> = {
+  managementIdentity: [['managementBearer'], ['developerSession']],
+  reviewHostCapability: [['deviceAssertion', 'reviewHostCapability']],
 };
 
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */

@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { apiSchemas } from './api-schemas.js';
-import { credentialAlternatives, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
+import { credentialRequirements, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
 import { statusTitle } from './errors.js';
 import type { AnyRoute } from './route.js';
 
@@ -67,7 +67,7 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     route.tags.forEach((t) => usedTags.add(t));
-    securitySchemesOf(route.credential).forEach((kind) => usedSchemes.add(kind));
+    securityOf(route.credential).flat().forEach((kind) => usedSchemes.add(kind));
     const item = (paths[route.path] ??= {});
     item[route.method] = operation(route);
   }
@@ -162,7 +162,7 @@ function operation(route: AnyRoute): Json {
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     tags: [...route.tags],
-    security: securitySchemesOf(route.credential).map((kind) => ({ [kind]: [] })),
+    security: securityOf(route.credential).map((all) => Object.fromEntries(all.map((kind) => [kind, []]))),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(route.body
       ? {
@@ -176,9 +176,9 @@ function operation(route: AnyRoute): Json {
   };
 }
 
-function securitySchemesOf(credential: CredentialKind): readonly CredentialKind[] {
+function securityOf(credential: CredentialKind): readonly (readonly CredentialKind[])[] {
   if (credential === 'none') return [];
-  return credentialAlternatives[credential] ?? [credential];
+  return credentialRequirements[credential] ?? [[credential]];
 }
 
 function errorStatuses(route: AnyRoute): number[] {

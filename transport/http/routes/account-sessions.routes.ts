@@ -5,6 +5,7 @@ import type { EnvironmentDirectory } from '../../../identity/environments.js';
 import { idPattern } from '../../../identity/ids.js';
 import type { OAuthGrants } from '../../../identity/oauth-grants.js';
 import type { PlatformAdmins } from '../../../identity/platform-admins.js';
+import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
 import { apiSchema } from '../api-schemas.js';
 import type { Principal } from '../credentials.js';
 import { HttpError } from '../errors.js';
@@ -17,6 +18,7 @@ export interface AccountSessionDependencies {
   readonly directory: EnvironmentDirectory;
   readonly grants: OAuthGrants;
   readonly admins: PlatformAdmins;
+  readonly reviewers: ReviewerAuthorities;
 }
 
 const EnvironmentActor = apiSchema(
@@ -43,7 +45,7 @@ const DesktopManagementSessionResponse = apiSchema(
     sessionId: z.string().regex(idPattern('dms')),
     accessToken: z.string().describe('Management bearer (ES256 JWT, audience `registry-management`).'),
     tokenType: z.literal('Bearer'),
-    scopes: z.array(z.string()).describe('`management`, plus `platform:admin` when the account holds platform admin.'),
+    scopes: z.array(z.string()).describe('`management`, plus `platform:admin` for a platform administrator and `reviewer:admin` for a holder of reviewer authority.'),
     expiresAt: z.iso.datetime(),
   }),
 );
@@ -110,16 +112,21 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       path: '/v1/account/desktop-management-sessions',
       summary: 'A management session for the Desktop Shell',
       description:
-        'Under a body-bound device assertion. Scopes are derived by the server: `management`, and `platform:admin` ' +
-        'for a platform administrator; a request naming scopes is refused (`validation_failed`). The bearer lasts one ' +
+        'Under a body-bound device assertion. Scopes are derived by the server: `management`; `platform:admin` for a ' +
+        'platform administrator; `reviewer:admin` (desktop review admission) for an account holding reviewer ' +
+        'authority. A request naming scopes is refused (`validation_failed`). The bearer lasts one ' +
         'hour, is checked online against the session and the account epoch, and can be exchanged for a console session.',
       bodyBound: true,
       body: CreateDesktopManagementSessionRequest,
       responses: { 201: { description: 'The session and its bearer.', schema: DesktopManagementSessionResponse } },
       handler: async ({ principal }) => {
         const caller = deviceOf(principal);
-        const [epoch, admin] = await Promise.all([deps.accounts.epochOf(caller.accountId), deps.admins.isAdmin(caller.accountId)]);
-        const scopes = admin ? ['management', 'platform:admin'] : ['management'];
+        const [epoch, admin, reviewer] = await Promise.all([
+          deps.accounts.epochOf(caller.accountId),
+          deps.admins.isAdmin(caller.accountId),
+          deps.reviewers.holds(caller.accountId),
+        ]);
+        const scopes = ['management', ...(admin ? ['platform:admin'] : []), ...(reviewer ? ['reviewer:admin'] : [])];
         const { grant, accessToken } = await deps.grants.createDesktopSession({ accountId: caller.accountId, accountEpoch: epoch, deviceId: caller.deviceId, scopes });
         return {
           status: 201,

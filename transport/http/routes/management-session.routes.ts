@@ -4,7 +4,7 @@ import { CONSOLE_COOKIE, PAGE_COOKIE, type BrowserSessions } from '../../../iden
 import type { EnvironmentDirectory } from '../../../identity/environments.js';
 import { idPattern } from '../../../identity/ids.js';
 import type { OAuthGrants } from '../../../identity/oauth-grants.js';
-import { ADMIN_REASON, type PlatformAdmins } from '../../../identity/platform-admins.js';
+import type { PlatformAdmins } from '../../../identity/platform-admins.js';
 import { apiSchema } from '../api-schemas.js';
 import { clearCookie } from '../cookies.js';
 import type { IncomingRequest, Principal } from '../credentials.js';
@@ -68,13 +68,6 @@ const ManagementSessionList = apiSchema(
 const RevokeManagementSessionResponse = apiSchema(
   'RevokeManagementSessionResponse',
   z.strictObject({ sessionId: z.string(), revoked: z.literal(true), revokedAt: z.iso.datetime() }),
-);
-
-const PlatformAdminGrantRequest = apiSchema('PlatformAdminGrantRequest', z.strictObject({ reason: z.string().min(ADMIN_REASON.min).max(ADMIN_REASON.max) }));
-
-const PlatformAdminGrantResponse = apiSchema(
-  'PlatformAdminGrantResponse',
-  z.strictObject({ userId: z.string(), platformAdmin: z.literal(true), changed: z.boolean().describe('False when the account already held platform admin.') }),
 );
 
 type ManagementPrincipal = Extract<Principal, { credential: 'managementBearer' | 'developerSession' }>;
@@ -210,32 +203,6 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         const revoked = await deps.grants.revokeOwned(caller.accountId, params.sessionId, 'cli', 'revoked_by_owner');
         if (!revoked) throw new HttpError(404, 'management_session_not_found', 'no such CLI session on this account', { family: 'management' });
         return { status: 200, body: { sessionId: params.sessionId, revoked: true as const, revokedAt: iso(revoked.revokedAt) } };
-      },
-    }),
-    defineRoute({
-      operationId: 'grantPlatformAdmin',
-      method: 'put',
-      path: '/v1/admin/users/{userId}/platform-admin',
-      summary: 'Grant platform admin to an existing account',
-      description:
-        'CSRF-protected console session of an existing platform administrator only (`admin_required` otherwise). The ' +
-        'grant and its `platform.admin.grant` audit event commit atomically; repeating it for an admin changes nothing.',
-      tags: ['Management'],
-      errorFormat: 'api',
-      credential: 'developerSession',
-      csrf: true,
-      params: z.strictObject({ userId: z.string().regex(idPattern('acc')) }),
-      body: PlatformAdminGrantRequest,
-      responses: { 200: { description: 'The account holds platform admin.', schema: PlatformAdminGrantResponse } },
-      errors: [404],
-      handler: async ({ principal, params, body }) => {
-        const caller = managementOf(principal);
-        if (!(await deps.admins.isAdmin(caller.accountId))) {
-          throw new HttpError(403, 'admin_required', 'only a platform administrator may grant platform admin', { family: 'management' });
-        }
-        if ((await deps.accounts.epochOf(params.userId)) === 0) throw new HttpError(404, 'user_not_found', 'no such account', { family: 'management' });
-        const changed = await deps.admins.grant(params.userId, `account:${caller.accountId}`, body.reason);
-        return { status: 200, body: { userId: params.userId, platformAdmin: true as const, changed } };
       },
     }),
   ];

@@ -1,0 +1,115 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../actors/clock.js';
+import type { Database } from '../storage/database.js';
+import { writeAudit } from './audit.js';
+import { newId } from './ids.js';
+import { hashToken, newOpaqueToken } from './opaque-tokens.js';
+
+/** A review host capability is short-lived and fixed-purpose: the review host asks for a new one per session. */
+export const HOST_CAPABILITY_TTL_MS = 15 * 60_000;
+
+export interface ReviewerAuthority {
+  readonly accountId: string;
+  readonly grantedBy: string;
+  readonly reason: string;
+  readonly grantedAt: number;
+}
+
+export interface HostCapability {
+  readonly id: string;
+  readonly accountId: string;
+  readonly deviceId: string;
+  readonly expiresAt: number;
+  readonly live: boolean;
+}
+
+/**
+ * Reviewer authority: explicit and revocable, separate from platform admin and from Runtime roles (an administrator
+ * needs it too, and may grant it to themselves). Each grant and revocation commits with its audit event; revoking also
+ * ends every review host capability of the account. Capabilities are issued to one device and used with its assertion.
+ */
+export class ReviewerAuthorities {
+  readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
+
+  constructor(db: Kysely<Database>, clock: Clock) {
+    this.#db = db;
+    this.#clock = clock;
+  }
+
+  async holds(accountId: string): Promise<boolean> {
+    return (await this.#db.selectFrom('reviewer_authorities').select('account_id').where('account_id', '=', accountId).executeTakeFirst()) !== undefined;
+  }
+
+  async list(): Promise<ReviewerAuthority[]> {
+    const rows = await this.#db.selectFrom('reviewer_authorities').selectAll().orderBy('granted_at').execute();
+    return rows.map((r) => ({ accountId: r.account_id, grantedBy: r.granted_by, reason: r.reason, grantedAt: r.granted_at.getTime() }));
+  }
+
+  /** True when this call made the change; granting to a reviewer changes and records nothing. */
+  async grant(accountId: string, actor: string, reason: string): Promise<boolean> {
+    const at = new Date(this.#clock.now());
+    return this.#db.transaction().execute(async (trx) => {
+      const inserted = await trx
+        .insertInto('reviewer_authorities')
+        .values({ account_id: accountId, granted_by: actor, reason, granted_at: at })
+        .onConflict((oc) => oc.column('account_id').doNothing())
+        .returning('account_id')
+        .executeTakeFirst();
+      if (!inserted) return false;
+      await writeAudit(trx, { action: 'reviewer.authority.grant', actor, target: `account:${accountId}`, reason }, at);
+      return true;
+    });
+  }
+
+  /** True when this call made the change; revoking from a non-reviewer changes and records nothing. */
+  async revoke(accountId: string, actor: string, reason: string): Promise<boolean> {
+    const at = new Date(this.#clock.now());
+    return this.#db.transaction().execute(async (trx) => {
+      const removed = await trx.deleteFrom('reviewer_authorities').where('account_id', '=', accountId).returning('account_id').executeTakeFirst();
+      if (!removed) return false;
+      const ended = await trx
+        .updateTable('review_host_capabilities')
+        .set({ revoked_at: at })
+        .where('account_id', '=', accountId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      await writeAudit(
+        trx,
+        { action: 'reviewer.authority.revoke', actor, target: `account:${accountId}`, reason, data: { capabilitiesEnded: Number(ended.numUpdatedRows) } },
+        at,
+      );
+      return true;
+    });
+  }
+
+  async issueCapability(accountId: string, deviceId: string): Promise<{ id: string; token: string; expiresAt: number }> {
+    const now = this.#clock.now();
+    const secret = newOpaqueToken('rhc');
+    const id = newId('hcap');
+    const expiresAt = now + HOST_CAPABILITY_TTL_MS;
+    await this.#db
+      .insertInto('review_host_capabilities')
+      .values({ id, secret_hash: secret.hash, account_id: accountId, device_id: deviceId, created_at: new Date(now), expires_at: new Date(expiresAt) })
+      .execute();
+    return { id, token: secret.token, expiresAt };
+  }
+
+  /** The capability a secret names, live or not (releasing an ended one is still an exact, answerable request). */
+  async capability(token: string): Promise<HostCapability | undefined> {
+    if (token.length > 128) return undefined;
+    const row = await this.#db.selectFrom('review_host_capabilities').selectAll().where('secret_hash', '=', hashToken(token)).executeTakeFirst();
+    if (!row) return undefined;
+    const live = row.revoked_at === null && row.expires_at.getTime() > this.#clock.now();
+    return { id: row.id, accountId: row.account_id, deviceId: row.device_id, expiresAt: row.expires_at.getTime(), live };
+  }
+
+  async release(capabilityId: string): Promise<void> {
+    await this.#db
+      .updateTable('review_host_capabilities')
+      .set({ revoked_at: new Date(this.#clock.now()) })
+      .where('id', '=', capabilityId)
+      .where('revoked_at', 'is', null)
+      .execute();
+  }
+}

@@ -1,0 +1,83 @@
+import * as z from 'zod';
+import { idPattern } from '../../../identity/ids.js';
+import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
+import { apiSchema } from '../api-schemas.js';
+import type { Principal } from '../credentials.js';
+import { HttpError } from '../errors.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
+
+const IssueReviewHostCapabilityRequest = apiSchema(
+  'IssueReviewHostCapabilityRequest',
+  z.strictObject({}),
+  'Empty: the capability is bound to the device that signs the (body-bound) assertion.',
+);
+
+const IssuedReviewHostCapability = apiSchema(
+  'IssuedReviewHostCapability',
+  z.strictObject({
+    capabilityId: z.string().regex(idPattern('hcap')),
+    capability: z.string().describe('Send as `Platform-Review-Capability`, always with this device\'s assertion. Shown once.'),
+    deviceId: z.string(),
+    expiresAt: z.iso.datetime(),
+  }),
+);
+
+/** The review host's capabilities: issued to a reviewer's device, released with that device's proof. */
+export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyRoute[] {
+  const common = { tags: ['Devices'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
+  return [
+    defineRoute({
+      ...common,
+      operationId: 'issueReviewHostCapability',
+      method: 'post',
+      path: '/v1/review/host-capabilities',
+      summary: 'Issue a review host capability to this device',
+      description:
+        'Under a body-bound device assertion, for an account holding reviewer authority (granted by a platform ' +
+        'administrator, revocable; `reviewer_authority_required` otherwise). Lives 15 minutes.',
+      credential: 'deviceAssertion',
+      bodyBound: true,
+      body: IssueReviewHostCapabilityRequest,
+      responses: { 201: { description: 'Issued.', schema: IssuedReviewHostCapability } },
+      handler: async ({ principal }) => {
+        if (principal.credential !== 'deviceAssertion') throw new Error('route requires a device assertion');
+        if (!(await deps.reviewers.holds(principal.accountId))) {
+          throw new HttpError(403, 'reviewer_authority_required', 'this account holds no reviewer authority', { family: 'account_policy' });
+        }
+        const issued = await deps.reviewers.issueCapability(principal.accountId, principal.deviceId);
+        return {
+          status: 201,
+          body: { capabilityId: issued.id, capability: issued.token, deviceId: principal.deviceId, expiresAt: new Date(issued.expiresAt).toISOString() },
+        };
+      },
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'releaseReviewHostCapability',
+      method: 'delete',
+      path: '/v1/review/host-capabilities/{capabilityId}',
+      summary: 'Release a review host capability',
+      description:
+        'Needs the body-bound device proof of the device it was issued to and the exact capability in ' +
+        '`Platform-Review-Capability`; answers 204 whether it was live or already released, revoked or expired.',
+      credential: 'reviewHostCapability',
+      bodyBound: true,
+      params: z.strictObject({ capabilityId: z.string().regex(idPattern('hcap')) }),
+      responses: { 204: { description: 'Released, or already ended.' } },
+      handler: async ({ principal, params }) => {
+        const caller = capabilityOf(principal);
+        if (caller.capabilityId !== params.capabilityId) {
+          throw new HttpError(403, 'review_capability_mismatch', 'the capability sent is not the one named in the path', { family: 'account_policy' });
+        }
+        if (caller.capabilityLive) await deps.reviewers.release(caller.capabilityId);
+        return { status: 204, body: undefined };
+      },
+    }),
+  ];
+}
+
+function capabilityOf(principal: Principal): Extract<Principal, { credential: 'reviewHostCapability' }> {
+  if (principal.credential !== 'reviewHostCapability') throw new Error('route requires a review host capability');
+  return principal;
+}
