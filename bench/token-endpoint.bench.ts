@@ -84,6 +84,7 @@ async function main(): Promise<void> {
             accountId: accountIds[i % ACCOUNTS]!,
             accountEpoch: 1,
             browserId: newId('brw'),
+            authTime: Date.now(),
           });
           return { code, verifier };
         })

@@ -68,7 +68,9 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   if (p.code_challenge === undefined) return fail('invalid_request', 'pkce_required', 'PKCE is required: send code_challenge with code_challenge_method=S256');
   if (p.code_challenge_method !== 'S256') return fail('invalid_request', 'pkce_method_unsupported', 'code_challenge_method must be S256 (plain is refused)');
   if (!CHALLENGE.test(p.code_challenge)) return fail('invalid_request', 'pkce_challenge_invalid', 'code_challenge must be the 43-character base64url SHA-256 of the verifier');
-  if (p.state !== undefined && p.state.length > 512) return fail('invalid_request', 'state_too_long', 'state is limited to 512 characters');
+  if (p.state !== undefined && p.state.length > 512) {
+    return { kind: 'redirect_error', redirectUri, error: 'invalid_request', code: 'state_too_long', message: 'state is limited to 512 characters', state: undefined };
+  }
   if (p.nonce !== undefined && p.nonce.length > 256) return fail('invalid_request', 'nonce_too_long', 'nonce is limited to 256 characters');
   const allowed = CLIENT_SCOPES[client.kind];
   const scopes = p.scope === undefined || p.scope.trim() === '' ? [...allowed] : [...new Set(p.scope.trim().split(/ +/))];

@@ -27,6 +27,7 @@ export interface BrowserSession {
   readonly grantId: string | null;
   /** Console sessions: the scopes of the management grant behind them. */
   readonly grantScopes: readonly string[];
+  readonly createdAt: number;
   readonly expiresAt: number;
 }
 
@@ -90,6 +91,7 @@ export class BrowserSessions {
       deviceId: input.deviceId ?? null,
       grantId: input.grantId ?? null,
       grantScopes: input.grantScopes ?? [],
+      createdAt: now,
       expiresAt,
     };
     const name = kind === 'page' ? PAGE_COOKIE : CONSOLE_COOKIE;
@@ -106,7 +108,7 @@ export class BrowserSessions {
     const row = await this.#db
       .selectFrom('browser_sessions as s')
       .leftJoin('oauth_grants as g', 'g.id', 's.grant_id')
-      .select(['s.id', 's.kind', 's.browser_id', 's.account_id', 's.account_epoch', 's.device_id', 's.grant_id', 's.expires_at', 's.revoked_at', 'g.revoked_at as grant_revoked_at', 'g.expires_at as grant_expires_at', 'g.scopes as grant_scopes'])
+      .select(['s.id', 's.kind', 's.browser_id', 's.account_id', 's.account_epoch', 's.device_id', 's.grant_id', 's.created_at', 's.expires_at', 's.revoked_at', 'g.revoked_at as grant_revoked_at', 'g.expires_at as grant_expires_at', 'g.scopes as grant_scopes'])
       .where('s.secret_hash', '=', hashToken(token))
       .where('s.kind', '=', kind)
       .executeTakeFirst();
@@ -121,6 +123,7 @@ export class BrowserSessions {
       deviceId: row.device_id,
       grantId: row.grant_id,
       grantScopes: row.grant_scopes ?? [],
+      createdAt: row.created_at.getTime(),
       expiresAt: row.expires_at.getTime(),
     };
   }
@@ -136,7 +139,8 @@ export class BrowserSessions {
 
   /**
    * Browser SSO logout: every page and console session of this browser ends, and so do the Environment grants
-   * authorized through it (the runtime tokens of that browser). CLI and desktop grants are not browser-bound and stay.
+   * authorized through it (the runtime tokens of that browser) and its unexchanged codes. CLI and desktop grants are
+   * not browser-bound and stay.
    */
   async logoutBrowser(browserId: string, reason: string): Promise<{ sessions: number; grants: number }> {
     const at = new Date(this.#clock.now());
@@ -154,6 +158,8 @@ export class BrowserSessions {
         .where('kind', '=', 'environment')
         .where('revoked_at', 'is', null)
         .executeTakeFirst();
+      // Codes issued in this browser and not yet exchanged would otherwise mint a grant after the logout.
+      await trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('used_at', 'is', null).execute();
       return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };
     });
   }

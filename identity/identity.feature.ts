@@ -55,6 +55,12 @@ export const identityFeature: ServerParts = {
         });
       }
       const grant = await grants.verifyAccessToken(token, MANAGEMENT_AUDIENCE);
+      if (!grant.scopes.includes('management')) {
+        throw new HttpError(403, 'insufficient_scope', 'this token was not granted the management scope', {
+          family: 'management',
+          headers: { 'www-authenticate': 'Bearer error="insufficient_scope", scope="management"' },
+        });
+      }
       return { credential: 'managementBearer', subject: grant.accountId, accountId: grant.accountId, grantId: grant.id, scopes: grant.scopes };
     };
 
@@ -147,7 +153,7 @@ export const identityFeature: ServerParts = {
           if (!session || (await accounts.epochOf(session.accountId)) !== session.accountEpoch) {
             throw new HttpError(401, 'page_session_required', 'sign in with the desktop app first', { family: 'account_policy' });
           }
-          return { credential: 'pageSession', subject: session.accountId, accountId: session.accountId, sessionId: session.id, browserId: session.browserId, accountEpoch: session.accountEpoch };
+          return { credential: 'pageSession', subject: session.accountId, accountId: session.accountId, sessionId: session.id, browserId: session.browserId, accountEpoch: session.accountEpoch, signedInAt: session.createdAt };
         },
       },
     };

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
-import type { Database, OAuthCodeTable } from '../storage/database.js';
+import type { Database } from '../storage/database.js';
 import { StatementBatcher } from '../storage/statement-batcher.js';
 import { HttpError } from '../transport/http/errors.js';
 import type { EnvironmentDirectory, OidcClient } from './environments.js';
@@ -87,9 +87,6 @@ type GrantRow = {
   revoked_at: Date | null;
 };
 
-type CodeRow = Selectable<OAuthCodeTable>;
-type SpentRefresh = GrantRow & { generation: number; token_hash: string };
-
 /** Rows as `jsonb_to_recordset` reads them: times as ISO strings. */
 interface NewCode {
   code_hash: string;
@@ -105,27 +102,38 @@ interface NewCode {
   expires_at: string;
 }
 
-interface NewGrant {
-  id: string;
+interface CodeExchange {
+  code_hash: string;
+  grant_id: string;
   kind: GrantKind;
   client_id: string;
+  environment_id: string | null;
+  redirect_uri: string;
+  /** S256 of the presented verifier: the statement compares it with the stored challenge. */
+  code_challenge: string;
+  refresh_hash: string | null;
+  at: string;
+  grant_expires_at: string;
+}
+
+interface ExchangedCode {
+  grant_id: string;
+  scopes: string[];
+  nonce: string | null;
   account_id: string;
   account_epoch: number;
   browser_id: string;
-  environment_id: string | null;
-  scopes: readonly string[];
-  created_at: string;
-  expires_at: string;
-  refresh_hash: string | null;
-  code_hash: string;
+  auth_time: Date;
 }
 
-interface NewRefresh {
+interface RefreshRotation {
   token_hash: string;
-  grant_id: string;
-  generation: number;
-  created_at: string;
+  next_hash: string;
+  client_id: string;
+  at: string;
 }
+
+type RotatedRefresh = GrantRow & { token_hash: string };
 
 /**
  * Answers a batch of single-use claims: each returned row goes to the first request that named it; a second request
@@ -168,10 +176,8 @@ export class OAuthGrants {
   readonly #d: GrantDependencies;
   // Every write of the token endpoint and the authorization page is group-committed: see StatementBatcher.
   readonly #insertCodes: StatementBatcher<NewCode, undefined>;
-  readonly #consumeCodes: StatementBatcher<string, CodeRow | undefined>;
-  readonly #createGrants: StatementBatcher<NewGrant, undefined>;
-  readonly #spendRefreshTokens: StatementBatcher<string, SpentRefresh | undefined>;
-  readonly #storeRefreshTokens: StatementBatcher<NewRefresh, undefined>;
+  readonly #exchangeCodes: StatementBatcher<CodeExchange, ExchangedCode | undefined>;
+  readonly #rotateRefreshTokens: StatementBatcher<RefreshRotation, RotatedRefresh | undefined>;
 
   constructor(dependencies: GrantDependencies) {
     this.#d = dependencies;
@@ -184,49 +190,52 @@ export class OAuthGrants {
           scopes jsonb, nonce text, account_id text, account_epoch int8, browser_id text, auth_time timestamptz, expires_at timestamptz)`.execute(db);
       return codes.map(() => undefined);
     });
-    this.#consumeCodes = new StatementBatcher(async (hashes) => {
-      const { rows } = await sql<CodeRow>`
-        UPDATE oauth_codes SET used_at = ${new Date(this.#d.clock.now())}
-        WHERE code_hash = ANY(${hashes}::text[]) AND used_at IS NULL RETURNING *`.execute(db);
-      return firstClaims(hashes, rows, (r) => r.code_hash);
-    });
-    this.#createGrants = new StatementBatcher(async (grants) => {
-      // The grants, their first refresh tokens and the codes' links to them, in one statement.
-      await sql`
+    // One statement per batch: a code is consumed only if every check passes, and in the same statement its grant
+    // and first refresh token are created and the code names its grant, so a replay can always find what to revoke.
+    this.#exchangeCodes = new StatementBatcher(async (exchanges) => {
+      const { rows } = await sql<ExchangedCode>`
         WITH input AS (
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(grants)}::jsonb) AS x(id text, kind text, client_id text, account_id text,
-            account_epoch int8, browser_id text, environment_id text, scopes jsonb, created_at timestamptz, expires_at timestamptz,
-            refresh_hash text, code_hash text)
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(exchanges)}::jsonb) AS x(code_hash text, grant_id text, kind text,
+            client_id text, environment_id text, redirect_uri text, code_challenge text, refresh_hash text, at timestamptz,
+            grant_expires_at timestamptz)
+        ), consumed AS (
+          UPDATE oauth_codes c SET used_at = input.at, grant_id = input.grant_id
+          FROM input
+          WHERE c.code_hash = input.code_hash AND c.used_at IS NULL AND c.client_id = input.client_id
+            AND c.redirect_uri = input.redirect_uri AND c.code_challenge = input.code_challenge AND c.expires_at > input.at
+          RETURNING input.grant_id, input.kind, input.client_id, input.environment_id, input.refresh_hash, input.at,
+            input.grant_expires_at, c.scopes, c.nonce, c.account_id, c.account_epoch, c.browser_id, c.auth_time
         ), grant_rows AS (
           INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, last_used_at, expires_at)
-          SELECT id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, created_at, expires_at FROM input
+          SELECT grant_id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, at, at, grant_expires_at FROM consumed
         ), refresh_rows AS (
           INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
-          SELECT refresh_hash, id, 1, created_at FROM input WHERE refresh_hash IS NOT NULL
+          SELECT refresh_hash, grant_id, 1, at FROM consumed WHERE refresh_hash IS NOT NULL
         )
-        UPDATE oauth_codes c SET grant_id = input.id FROM input WHERE c.code_hash = input.code_hash`.execute(db);
-      return grants.map(() => undefined);
+        SELECT grant_id, scopes, nonce, account_id, account_epoch, browser_id, auth_time FROM consumed`.execute(db);
+      const byGrant = new Map(rows.map((r) => [r.grant_id, r]));
+      return exchanges.map((e) => byGrant.get(e.grant_id));
     });
-    this.#spendRefreshTokens = new StatementBatcher(async (hashes) => {
-      const { rows } = await sql<SpentRefresh>`
-        WITH spent AS (
-          UPDATE oauth_refresh_tokens SET used_at = ${new Date(this.#d.clock.now())}
-          WHERE token_hash = ANY(${hashes}::text[]) AND used_at IS NULL
-          RETURNING token_hash, grant_id, generation
-        )
-        SELECT g.*, spent.generation, spent.token_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
-      return firstClaims(hashes, rows, (r) => r.token_hash);
-    });
-    this.#storeRefreshTokens = new StatementBatcher(async (tokens) => {
-      await sql`
+    // Spending a refresh token and storing its successor is one statement: a failure leaves the old one unspent, so
+    // the client's retry is a retry, not a reuse.
+    this.#rotateRefreshTokens = new StatementBatcher(async (rotations) => {
+      const { rows } = await sql<RotatedRefresh>`
         WITH input AS (
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(tokens)}::jsonb) AS x(token_hash text, grant_id text, generation int4, created_at timestamptz)
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(rotations)}::jsonb) AS x(token_hash text, next_hash text, client_id text, at timestamptz)
+        ), spent AS (
+          UPDATE oauth_refresh_tokens t SET used_at = input.at
+          FROM input, oauth_grants g
+          WHERE t.token_hash = input.token_hash AND t.used_at IS NULL AND g.id = t.grant_id
+            AND g.client_id = input.client_id AND g.revoked_at IS NULL AND g.expires_at > input.at
+          RETURNING t.token_hash, t.grant_id, t.generation, input.next_hash, input.at
+        ), stored AS (
+          INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
+          SELECT next_hash, grant_id, generation + 1, at FROM spent
         ), touched AS (
-          UPDATE oauth_grants g SET last_used_at = input.created_at FROM input WHERE g.id = input.grant_id
+          UPDATE oauth_grants g SET last_used_at = spent.at FROM spent WHERE g.id = spent.grant_id
         )
-        INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
-        SELECT token_hash, grant_id, generation, created_at FROM input`.execute(db);
-      return tokens.map(() => undefined);
+        SELECT g.*, spent.token_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
+      return firstClaims(rotations.map((r) => r.token_hash), rows, (r) => r.token_hash);
     });
   }
 
@@ -240,6 +249,8 @@ export class OAuthGrants {
     accountId: string;
     accountEpoch: number;
     browserId: string;
+    /** When the person signed in (the page session's start): the ID token's `auth_time`. */
+    authTime: number;
   }): Promise<string> {
     const now = this.#d.clock.now();
     const code = newOpaqueToken('rac');
@@ -253,7 +264,7 @@ export class OAuthGrants {
       account_id: input.accountId,
       account_epoch: input.accountEpoch,
       browser_id: input.browserId,
-      auth_time: new Date(now).toISOString(),
+      auth_time: new Date(input.authTime).toISOString(),
       expires_at: new Date(now + CODE_TTL_MS).toISOString(),
     });
     return code.token;
@@ -261,68 +272,82 @@ export class OAuthGrants {
 
   /** `grant_type=authorization_code`: PKCE S256 verified, code consumed once, a grant created and tokens signed. */
   async exchangeCode(input: { client: OidcClient; code: string; redirectUri: string; codeVerifier: string }): Promise<TokenResponse> {
-    const { db, clock } = this.#d;
-    const now = clock.now();
+    const now = this.#d.clock.now();
     const codeHash = hashToken(input.code);
-    const consumed = await this.#consumeCodes.submit(codeHash);
-    if (!consumed) {
-      const spent = await db.selectFrom('oauth_codes').select(['grant_id']).where('code_hash', '=', codeHash).executeTakeFirst();
-      if (!spent) throw invalidGrant('authorization_code_invalid', 'the authorization code is not known');
-      // RFC 6749 4.1.2: a code used twice is evidence of theft; what the first use obtained is revoked too.
-      if (spent.grant_id) await this.#revoke(spent.grant_id, 'authorization_code_reuse');
-      throw invalidGrant('authorization_code_reused', 'the authorization code was already used; the grant it produced is revoked');
-    }
-    if (consumed.client_id !== input.client.clientId) throw invalidGrant('authorization_code_invalid', 'the authorization code was issued to another client');
-    if (consumed.expires_at.getTime() <= now) throw invalidGrant('authorization_code_expired', 'the authorization code has expired');
-    if (consumed.redirect_uri !== input.redirectUri) throw invalidGrant('redirect_uri_mismatch', 'redirect_uri differs from the one of the authorization request');
-    if (s256(input.codeVerifier) !== consumed.code_challenge) throw invalidGrant('pkce_verifier_mismatch', 'code_verifier does not match the code_challenge');
-    const epoch = await this.#d.epochOf(consumed.account_id);
-    if (epoch !== Number(consumed.account_epoch)) throw invalidGrant('account_epoch_stale', "the account's devices changed since this authorization");
-
     const kind: GrantKind = input.client.kind;
     const grantId = newId('grt');
     const refresh = kind === 'cli' ? newOpaqueToken('rrt') : undefined;
     const ttl = kind === 'cli' ? CLI_GRANT_TTL_MS : ENVIRONMENT_GRANT_TTL_MS;
-    await this.#createGrants.submit({
-      id: grantId,
+    const exchanged = await this.#exchangeCodes.submit({
+      code_hash: codeHash,
+      grant_id: grantId,
       kind,
       client_id: input.client.clientId,
-      account_id: consumed.account_id,
-      account_epoch: epoch,
-      browser_id: consumed.browser_id,
       environment_id: input.client.environmentId,
-      scopes: consumed.scopes,
-      created_at: new Date(now).toISOString(),
-      expires_at: new Date(now + ttl).toISOString(),
+      redirect_uri: input.redirectUri,
+      code_challenge: s256(input.codeVerifier),
       refresh_hash: refresh?.hash ?? null,
-      code_hash: codeHash,
+      at: new Date(now).toISOString(),
+      grant_expires_at: new Date(now + ttl).toISOString(),
     });
+    if (!exchanged) throw await this.#refuseExchange(input, codeHash, now);
+    const epoch = await this.#d.epochOf(exchanged.account_id);
+    if (epoch !== Number(exchanged.account_epoch)) {
+      await this.#revoke(grantId, 'account_epoch_stale');
+      throw invalidGrant('account_epoch_stale', "the account's devices changed since this authorization");
+    }
     const grant: LiveGrant = {
       id: grantId,
       kind,
       clientId: input.client.clientId,
-      accountId: consumed.account_id,
+      accountId: exchanged.account_id,
       accountEpoch: epoch,
       deviceId: null,
-      browserId: consumed.browser_id,
+      browserId: exchanged.browser_id,
       environmentId: input.client.environmentId,
-      scopes: consumed.scopes,
+      scopes: exchanged.scopes,
       createdAt: now,
       lastUsedAt: now,
       expiresAt: now + ttl,
     };
     const [access, id] = await Promise.all([
       this.#accessToken(grant),
-      consumed.scopes.includes('openid') ? this.#idToken(grant, input.client, consumed.nonce, consumed.auth_time.getTime()) : undefined,
+      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined,
     ]);
     return {
       access_token: access,
       token_type: 'Bearer',
       expires_in: ACCESS_TOKEN_TTL_S,
-      scope: consumed.scopes.join(' '),
+      scope: exchanged.scopes.join(' '),
       ...(id ? { id_token: id } : {}),
       ...(refresh ? { refresh_token: refresh.token } : {}),
     };
+  }
+
+  /**
+   * Why an exchange did not go through. A code presented with a wrong client, redirect URI or verifier is spent
+   * all the same (whoever holds it cannot keep trying); a code presented after it was spent revokes what it produced
+   * (RFC 6749 4.1.2).
+   */
+  async #refuseExchange(input: { client: OidcClient; redirectUri: string; codeVerifier: string }, codeHash: string, now: number): Promise<HttpError> {
+    const db = this.#d.db;
+    const burnt = await db
+      .updateTable('oauth_codes')
+      .set({ used_at: new Date(now) })
+      .where('code_hash', '=', codeHash)
+      .where('used_at', 'is', null)
+      .returningAll()
+      .executeTakeFirst();
+    if (!burnt) {
+      const spent = await db.selectFrom('oauth_codes').select(['grant_id']).where('code_hash', '=', codeHash).executeTakeFirst();
+      if (!spent) return invalidGrant('authorization_code_invalid', 'the authorization code is not known');
+      if (spent.grant_id) await this.#revoke(spent.grant_id, 'authorization_code_reuse');
+      return invalidGrant('authorization_code_reused', 'the authorization code was already used; the grant it produced is revoked');
+    }
+    if (burnt.client_id !== input.client.clientId) return invalidGrant('authorization_code_invalid', 'the authorization code was issued to another client');
+    if (burnt.expires_at.getTime() <= now) return invalidGrant('authorization_code_expired', 'the authorization code has expired');
+    if (burnt.redirect_uri !== input.redirectUri) return invalidGrant('redirect_uri_mismatch', 'redirect_uri differs from the one of the authorization request');
+    return invalidGrant('pkce_verifier_mismatch', 'code_verifier does not match the code_challenge');
   }
 
   /**
@@ -333,23 +358,27 @@ export class OAuthGrants {
     const { db, clock } = this.#d;
     const now = clock.now();
     const hash = hashToken(input.refreshToken);
-    const row = await this.#spendRefreshTokens.submit(hash);
+    const next = newOpaqueToken('rrt');
+    const row = await this.#rotateRefreshTokens.submit({ token_hash: hash, next_hash: next.hash, client_id: input.client.clientId, at: new Date(now).toISOString() });
     if (!row) {
-      const known = await db.selectFrom('oauth_refresh_tokens').select('grant_id').where('token_hash', '=', hash).executeTakeFirst();
-      if (!known) throw invalidGrant('refresh_token_invalid', 'the refresh token is not known');
-      await this.#revoke(known.grant_id, 'refresh_token_reuse');
+      const known = await db
+        .selectFrom('oauth_refresh_tokens as t')
+        .innerJoin('oauth_grants as g', 'g.id', 't.grant_id')
+        .select(['t.used_at', 'g.id', 'g.client_id', 'g.revoked_at', 'g.expires_at'])
+        .where('t.token_hash', '=', hash)
+        .executeTakeFirst();
+      if (!known || known.client_id !== input.client.clientId) throw invalidGrant('refresh_token_invalid', 'the refresh token is not known');
+      if (known.revoked_at !== null) throw invalidGrant('grant_revoked', 'this sign-in was revoked');
+      if (known.expires_at.getTime() <= now) throw invalidGrant('grant_expired', 'this sign-in has expired; sign in again');
+      // Spent, and presented again: two parties hold this family. Everything of the sign-in ends (RFC 9700 4.14).
+      await this.#revoke(known.id, 'refresh_token_reuse');
       throw invalidGrant('refresh_token_reused', 'the refresh token was already used; every token of this sign-in is revoked');
     }
-    if (row.client_id !== input.client.clientId) throw invalidGrant('refresh_token_invalid', 'the refresh token was issued to another client');
-    if (row.revoked_at !== null) throw invalidGrant('grant_revoked', 'this sign-in was revoked');
-    if (row.expires_at.getTime() <= now) throw invalidGrant('grant_expired', 'this sign-in has expired; sign in again');
     const epoch = await this.#d.epochOf(row.account_id);
     if (epoch !== Number(row.account_epoch)) {
       await this.#revoke(row.id, 'account_epoch_stale');
       throw invalidGrant('account_epoch_stale', "the account's devices changed since this sign-in; sign in again");
     }
-    const next = newOpaqueToken('rrt');
-    await this.#storeRefreshTokens.submit({ token_hash: next.hash, grant_id: row.id, generation: row.generation + 1, created_at: new Date(now).toISOString() });
     const grant = liveGrant(row);
     return {
       access_token: await this.#accessToken(grant),
@@ -358,6 +387,21 @@ export class OAuthGrants {
       scope: grant.scopes.join(' '),
       refresh_token: next.token,
     };
+  }
+
+  /** Records what the person agreed to give this client, so `prompt=none` may answer later without asking. */
+  async recordConsent(accountId: string, clientId: string, scopes: readonly string[]): Promise<void> {
+    const at = new Date(this.#d.clock.now());
+    await this.#d.db
+      .insertInto('oauth_consents')
+      .values({ account_id: accountId, client_id: clientId, scopes: JSON.stringify(scopes), granted_at: at })
+      .onConflict((oc) => oc.columns(['account_id', 'client_id']).doUpdateSet({ scopes: JSON.stringify(scopes), granted_at: at }))
+      .execute();
+  }
+
+  async hasConsent(accountId: string, clientId: string, scopes: readonly string[]): Promise<boolean> {
+    const row = await this.#d.db.selectFrom('oauth_consents').select('scopes').where('account_id', '=', accountId).where('client_id', '=', clientId).executeTakeFirst();
+    return row !== undefined && scopes.every((s) => row.scopes.includes(s));
   }
 
   /** A management session for the Desktop Shell, made under a device assertion; its scopes come from the server. */
@@ -478,7 +522,8 @@ export class OAuthGrants {
         sub: subject,
         sid: grant.id,
         scope: grant.scopes.join(' '),
-        aep: grant.accountEpoch,
+        // Environments see no account epoch: it changes at the same moment everywhere and would link pairwise ids.
+        ...(environment ? {} : { aep: grant.accountEpoch }),
         ...(grant.clientId ? { client_id: grant.clientId } : {}),
         ...(environment ? { env: grant.environmentId! } : {}),
         jti: newId('jti'),

@@ -13,6 +13,7 @@ export interface Database {
   oauth_grants: OAuthGrantTable;
   oauth_codes: OAuthCodeTable;
   oauth_refresh_tokens: OAuthRefreshTokenTable;
+  oauth_consents: OAuthConsentTable;
   platform_admins: PlatformAdminTable;
   audit_events: AuditEventTable;
   reviewer_authorities: ReviewerAuthorityTable;
@@ -158,6 +159,14 @@ export interface OAuthRefreshTokenTable {
   generation: number;
   created_at: Instant;
   used_at: NullableInstant;
+}
+
+/** What a person agreed to on the consent page, per client: lets `prompt=none` answer without asking again. */
+export interface OAuthConsentTable {
+  account_id: string;
+  client_id: string;
+  scopes: Json<string[]>;
+  granted_at: Instant;
 }
 
 export interface PlatformAdminTable {

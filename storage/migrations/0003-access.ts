@@ -97,6 +97,15 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.createIndex('oauth_refresh_tokens_by_grant').on('oauth_refresh_tokens').columns(['grant_id']).execute();
 
   await db.schema
+    .createTable('oauth_consents')
+    .addColumn('account_id', 'text', (c) => c.notNull())
+    .addColumn('client_id', 'text', (c) => c.notNull().references('oidc_clients.client_id'))
+    .addColumn('scopes', 'jsonb', (c) => c.notNull())
+    .addColumn('granted_at', 'timestamptz', (c) => c.notNull())
+    .addPrimaryKeyConstraint('oauth_consents_pk', ['account_id', 'client_id'])
+    .execute();
+
+  await db.schema
     .createTable('platform_admins')
     .addColumn('account_id', 'text', (c) => c.primaryKey())
     .addColumn('granted_by', 'text', (c) => c.notNull())
@@ -127,7 +136,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const table of ['audit_events', 'platform_admins', 'oauth_refresh_tokens', 'oauth_codes', 'oauth_grants', 'browser_sessions', 'oidc_clients', 'environments', 'registry_secrets']) {
+  for (const table of ['audit_events', 'platform_admins', 'oauth_consents', 'oauth_refresh_tokens', 'oauth_codes', 'oauth_grants', 'browser_sessions', 'oidc_clients', 'environments', 'registry_secrets']) {
     await db.schema.dropTable(table).execute();
   }
   await sql`DROP FUNCTION audit_events_append_only()`.execute(db);

@@ -130,6 +130,9 @@ test('browser SSO logout: needs CSRF; ends the console and page sessions of that
   // Another browser of the same person keeps its console session.
   const otherBrowser = await consoleBrowser((await desktopSession(carol.device)).accessToken);
 
+  // A code issued in this browser but not exchanged before the logout.
+  const late = pkcePair();
+  const pending = (await browser.authorize(authorizationUrl(server.url, { clientId, redirectUri: 'https://logout.example/cb', challenge: late.challenge }))).location!;
   const logout = (headers: Record<string, string>) => fetch(`${server.url}/v1/auth/logout`, { method: 'POST', headers: { cookie: browser.jar.header(), ...headers } });
   await assertProblem(await fetch(`${server.url}/v1/auth/logout`, { method: 'POST' }), 401, 'developer_session_required');
   await assertProblem(await logout({}), 403, 'csrf_required');
@@ -143,6 +146,8 @@ test('browser SSO logout: needs CSRF; ends the console and page sessions of that
   assert.equal(await fetch(`${server.url}/v1/auth/me`, { headers: { cookie: browser.jar.header() } }).then(jsonOf), { authenticated: false });
   const envGrants = await db.connection.db.selectFrom('oauth_grants').select(['kind', 'revoked_reason']).where('kind', '=', 'environment').execute();
   assert.ok(envGrants.length > 0 && envGrants.every((g) => g.revoked_reason === 'browser_logout'), JSON.stringify(envGrants));
+  const afterLogout = await tokenRequest(server.url, { grant_type: 'authorization_code', client_id: clientId, code: pending.searchParams.get('code')!, redirect_uri: 'https://logout.example/cb', code_verifier: late.verifier });
+  assert.is(afterLogout.body.error, 'invalid_grant', 'a code of a logged-out browser mints nothing');
   const page = await browser.fetch(authorizationUrl(server.url, { clientId, redirectUri: 'https://logout.example/cb', challenge: pkcePair().challenge }));
   assert.is(page.status, 401, 'the page session of that browser ended');
   assert.is((await fetch(`${server.url}/v1/auth/management-sessions`, { headers: bearer(cli.access_token) })).status, 200, 'CLI credentials survive');

@@ -282,6 +282,36 @@ test('a removed device raises the account epoch: page sessions, tokens, refresh 
   await assertProblem(await bobPhone.request(server.url, 'POST', '/v1/account/page-session'), 401, 'device_removed');
 });
 
+test('prompt=none: never for the CLI client; for an Environment only after the person agreed once', async () => {
+  const carol = await enrolFirst(server.url, 'carol');
+  const carolBrowser = new RegistryBrowser(server.url, carol.device);
+  await carolBrowser.openPageSession();
+  const silentCli = await carolBrowser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://127.0.0.1:40001/cb', challenge: pkcePair().challenge, prompt: 'none' }));
+  assert.is(new URL(silentCli.headers.get('location')!).searchParams.get('error'), 'consent_required');
+  const silentEnv = () => carolBrowser.fetch(authorizationUrl(server.url, { clientId: envClient, redirectUri: REDIRECT, challenge: pkcePair().challenge, prompt: 'none' }));
+  assert.is(new URL((await silentEnv()).headers.get('location')!).searchParams.get('error'), 'consent_required');
+  const { location } = await carolBrowser.authorize(authorizationUrl(server.url, { clientId: envClient, redirectUri: REDIRECT, challenge: pkcePair().challenge }));
+  assert.ok(location?.searchParams.get('code'));
+  const renewed = new URL((await silentEnv()).headers.get('location')!);
+  assert.ok(renewed.searchParams.get('code'), 'silent renewal after consent');
+  assert.is(renewed.searchParams.get('error'), null);
+});
+
+test('a management bearer needs the management scope; the operator listener refuses browser requests', async () => {
+  const { verifier, challenge } = pkcePair();
+  const redirectUri = 'http://127.0.0.1:40002/cb';
+  const { location } = await browser.authorize(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri, challenge, scope: 'openid' }));
+  const tokens = await tokenRequest(server.url, { grant_type: 'authorization_code', client_id: CLI_CLIENT_ID, code: location!.searchParams.get('code')!, redirect_uri: redirectUri, code_verifier: verifier });
+  assert.is(tokens.body.scope, 'openid');
+  await assertApiError(await fetch(`${server.url}/v1/auth/management-sessions`, { headers: bearer(String(tokens.body.access_token)) }), 403, 'insufficient_scope');
+  const rebound = await fetch(`${server.opsUrl}/registry/accounts/alice/platform-admin`, {
+    method: 'PUT',
+    headers: { origin: 'https://evil.example', 'content-type': 'application/json', 'x-operator-name': 'x' },
+    body: JSON.stringify({ reason: 'drive-by' }),
+  });
+  await assertApiError(rebound, 403, 'operator_host_refused');
+});
+
 test('codes expire after 60 seconds', async () => {
   const { code, verifier } = await envCode();
   clock.advance(61_000);

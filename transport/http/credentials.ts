@@ -53,6 +53,8 @@ export type Principal =
       readonly sessionId: string;
       readonly browserId: string;
       readonly accountEpoch: number;
+      /** When the page session began: the person's sign-in time. */
+      readonly signedInAt: number;
     }
   | {
       /** A device assertion together with a review host capability issued to that device. */

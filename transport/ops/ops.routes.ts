@@ -71,10 +71,19 @@ export interface OpsDependencies {
   readonly renderMetrics: () => string;
 }
 
+const LOOPBACK_HOST = /^(127\.\d+\.\d+\.\d+|\[::1\]|localhost)(:\d+)?$/;
+
 export function operatorVerifier(token: string | undefined): CredentialVerifier {
   const expected = token === undefined ? undefined : Buffer.from(`Bearer ${token}`);
   return (request) => {
-    if (expected === undefined) return { credential: 'operator', subject: 'operator@loopback' };
+    if (expected === undefined) {
+      // Without a token the listener trusts loopback, so it must be reached as loopback: a web page that rebinds its
+      // own name to 127.0.0.1 still sends that name as Host, and a browser always sends Origin on writes.
+      if (!LOOPBACK_HOST.test(request.headers.host ?? '') || request.headers.origin !== undefined) {
+        throw new HttpError(403, 'operator_host_refused', 'the operator listener answers loopback requests from operator tools only');
+      }
+      return { credential: 'operator', subject: 'operator@loopback' };
+    }
     const given = Buffer.from(request.headers.authorization ?? '');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new HttpError(401, 'operator_token_invalid', 'a valid operator token is required', {

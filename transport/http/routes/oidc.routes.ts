@@ -29,7 +29,9 @@ const AuthorizationQuery = z.object({
   nonce: optional,
   code_challenge: optional.describe('base64url SHA-256 of the code verifier (43 characters).'),
   code_challenge_method: optional.describe('Must be `S256`; `plain` is refused.'),
-  prompt: optional.describe('`none`: answer at once, with `login_required` when there is no page session.'),
+  prompt: optional.describe(
+    '`none`: answer at once: `login_required` without a page session, `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
+  ),
 });
 
 const AuthorizationForm = apiSchema(
@@ -94,7 +96,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
   const authorizationTag = { tags: ['Authorization'], errorFormat: 'problem' } as const;
 
   /** The answer to a valid request from a signed-in person who agreed (or who need not be asked again). */
-  const issue = async (request: AuthorizationRequest, principal: { accountId: string; accountEpoch: number; browserId: string }) => {
+  const issue = async (request: AuthorizationRequest, principal: { accountId: string; accountEpoch: number; browserId: string; signedInAt: number }) => {
     const code = await deps.grants.issueCode({
       client: request.client,
       redirectUri: request.redirectUri,
@@ -104,6 +106,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       accountId: principal.accountId,
       accountEpoch: principal.accountEpoch,
       browserId: principal.browserId,
+      authTime: principal.signedInAt,
     });
     return { status: 303 as const, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { code, state: request.state }) } };
   };
@@ -161,8 +164,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         'as an error page and never redirected to. Other errors return to the redirect URI with `error`, `state` and ' +
         '`iss`. The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
         'person to sign in with the desktop app (or, with `prompt=none`, returns `error=login_required`); with one it ' +
-        'shows a consent form (or, with `prompt=none`, returns a code at once). Codes are single use and expire after ' +
-        '60 seconds.',
+        'shows a consent form. With `prompt=none` it returns a code at once when the person already agreed to these ' +
+        'scopes for this Environment client, and `consent_required` otherwise (always for the CLI client). Codes are ' +
+        'single use and expire after 60 seconds.',
       credential: 'none',
       query: AuthorizationQuery,
       responses: {
@@ -185,7 +189,15 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
           }
           return { status: 401, body: signInPage(), headers: pageHeaders() };
         }
-        if (request.promptNone) return issue(request, session);
+        if (request.promptNone) {
+          // Silent renewal only for what the person already agreed to on this page, and never for the CLI client: any
+          // local process can listen on a loopback port, so a CLI sign-in always shows the person the consent page.
+          const agreed = request.client.kind !== 'cli' && (await deps.grants.hasConsent(session.accountId, request.client.clientId, request.scopes));
+          if (!agreed) {
+            return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { error: 'consent_required', state: request.state }) } };
+          }
+          return issue(request, { ...session, signedInAt: session.createdAt });
+        }
         const account = await deps.accounts.account(session.accountId);
         const body = consentPage({ request, handle: account.handle ?? '', origin: await originOf(request), csrf: deps.sessions.csrfToken(session.id) });
         return { status: 200, body, headers: pageHeaders(request.redirectUri) };
@@ -220,6 +232,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         if (body.decision === 'deny') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.request.redirectUri, deps.issuer(), { error: 'access_denied', state: check.request.state }) } };
         }
+        await deps.grants.recordConsent(session.accountId, check.request.client.clientId, check.request.scopes);
         return issue(check.request, session);
       },
     }),
@@ -232,7 +245,8 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         '`authorization_code` with the PKCE `code_verifier` and the same `redirect_uri`; `refresh_token` for the CLI ' +
         'client. Refresh tokens rotate: each is single use, and presenting a spent one revokes the whole sign-in ' +
         '(`invalid_grant`, code `refresh_token_reused`). A reused authorization code revokes what it produced. ' +
-        `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds and are checked online against their grant and the account epoch. ` +
+        `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds; management tokens are checked online against their grant ` +
+        'and the account epoch on every call (runtime tokens by the Runtime plane). ' +
         'Errors are RFC 6749 bodies with the stable `code` and `requestId` added.',
       tags: ['Authorization'],
       credential: 'none',
@@ -264,7 +278,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
   ];
 }
 
-function pageSessionOf(principal: Principal): { sessionId: string; accountId: string; accountEpoch: number; browserId: string } {
+function pageSessionOf(principal: Principal): Extract<Principal, { credential: 'pageSession' }> {
   if (principal.credential !== 'pageSession') throw new Error('route requires a page session');
   return principal;
 }
