@@ -133,20 +133,7 @@ interface RefreshRotation {
   at: string;
 }
 
-type RotatedRefresh = GrantRow & { token_hash: string };
-
-/**
- * Answers a batch of single-use claims: each returned row goes to the first request that named it; a second request
- * for the same secret in the same batch lost the race, exactly as if it had come in a later batch.
- */
-function firstClaims<R>(keys: readonly string[], rows: readonly R[], keyOf: (row: R) => string): Array<R | undefined> {
-  const byKey = new Map(rows.map((r) => [keyOf(r), r]));
-  return keys.map((key) => {
-    const row = byKey.get(key);
-    byKey.delete(key);
-    return row;
-  });
-}
+type RotatedRefresh = GrantRow & { next_hash: string };
 
 function liveGrant(row: GrantRow): LiveGrant {
   return {
@@ -234,8 +221,11 @@ export class OAuthGrants {
         ), touched AS (
           UPDATE oauth_grants g SET last_used_at = spent.at FROM spent WHERE g.id = spent.grant_id
         )
-        SELECT g.*, spent.token_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
-      return firstClaims(rotations.map((r) => r.token_hash), rows, (r) => r.token_hash);
+        SELECT g.*, spent.next_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
+      // Keyed by the successor each request brought: if one batch holds the same token twice, the request whose
+      // successor was stored is the one that won; the other sees a spent token.
+      const byNext = new Map(rows.map((r) => [r.next_hash, r]));
+      return rotations.map((r) => byNext.get(r.next_hash));
     });
   }
 
