@@ -148,8 +148,11 @@ test('DTLS with Debian OpenSSL: after ICE, a WebRtcTransport answers a ClientHel
     await nextMessage(client, isStunSuccess, 'STUN Binding success response');
     await waitFor(() => transport.iceState === 'completed', 'ICE to complete');
 
+    const died = new Promise<never>((_, reject) =>
+      worker.once('died', (error) => reject(new Error(`the worker died on the ClientHello: ${error.message}`))),
+    );
     client.send(dtlsClientHello(), port, '127.0.0.1');
-    const flight = await nextMessage(client, isDtlsHandshake, 'DTLS handshake record from the server');
+    const flight = await Promise.race([nextMessage(client, isDtlsHandshake, 'DTLS handshake record from the server'), died]);
     assert.is(flight[0], 22);
     assert.is(transport.dtlsState, 'connecting');
     assert.not.ok(worker.died);
