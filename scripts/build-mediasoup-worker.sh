@@ -9,7 +9,7 @@
 #
 # Usage: scripts/build-mediasoup-worker.sh [--install-deps] [--force]
 #   --install-deps  apt-get install the Debian packages even when a worker exists (CI: the binary links them)
-#   --force         rebuild into the cache even if a worker exists (after changing media/worker-build/)
+#   --force         rebuild into the cache even if a worker exists (a changed recipe rebuilds by itself)
 # Needs `npm ci` first. The Debian packages are installed when missing if running as root; otherwise it stops and
 # prints the apt-get command.
 set -euo pipefail
@@ -66,6 +66,8 @@ fi
 version=$(node -p "require('$mediasoup_dir/package.json').version")
 cache_dir=${MEDIASOUP_WORKER_CACHE:-$HOME/.cache/registry-mediasoup}/$version
 cached=$cache_dir/mediasoup-worker
+# The recipe (this script and the shims) is part of the cache key: a cached binary built by an older recipe is rebuilt.
+recipe=$(cat "$root/scripts/build-mediasoup-worker.sh" $(find "$root/media/worker-build" -type f | LC_ALL=C sort) | sha256sum | cut -c1-16)
 
 $install_deps && ensure_packages
 
@@ -76,9 +78,12 @@ if ! $force; then
     log "MEDIASOUP_WORKER_BIN=$MEDIASOUP_WORKER_BIN does not run; fix or unset it" >&2
     exit 1
   fi
-  for candidate in "$mediasoup_dir/worker/out/Release/mediasoup-worker" "$cached"; do
-    runs "$candidate" && { log "using $candidate"; exit 0; }
-  done
+  upstream=$mediasoup_dir/worker/out/Release/mediasoup-worker
+  runs "$upstream" && { log "using $upstream"; exit 0; }
+  if runs "$cached" && [ "$(cat "$cached.recipe" 2>/dev/null)" = "$recipe" ]; then
+    log "using $cached"
+    exit 0
+  fi
 fi
 
 ensure_packages
@@ -125,4 +130,5 @@ mkdir -p "$cache_dir"
 # Copy then rename, so a concurrent reader never sees half a binary.
 cp "$work/out/mediasoup-worker" "$cached.tmp.$$"
 mv -f "$cached.tmp.$$" "$cached"
+echo "$recipe" > "$cached.recipe"
 log "built in $((SECONDS - started)) s: $cached"
