@@ -74,6 +74,17 @@ export type Principal =
       readonly subject: string;
     };
 
+/**
+ * Narrows a handler's principal to the credentials its route declares. Any other principal means the route table
+ * and the handler disagree: a wiring bug, never a client's mistake.
+ */
+export function principalAs<C extends Principal['credential']>(principal: Principal, ...credentials: readonly C[]): Extract<Principal, { credential: C }> {
+  if (!(credentials as readonly string[]).includes(principal.credential)) {
+    throw new Error(`route requires ${credentials.join(' or ')}, got ${principal.credential}`);
+  }
+  return principal as Extract<Principal, { credential: C }>;
+}
+
 /** What a route asks of its credential beyond its kind. */
 export interface CredentialRequirements {
   /** The credential must cover the exact body (device assertions carry its SHA-256). */

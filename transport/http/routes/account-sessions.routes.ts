@@ -7,7 +7,7 @@ import type { OAuthGrants } from '../../../identity/oauth-grants.js';
 import type { PlatformAdmins } from '../../../identity/platform-admins.js';
 import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
 import { apiSchema } from '../api-schemas.js';
-import type { Principal } from '../credentials.js';
+import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
@@ -55,11 +55,6 @@ const RevokeDesktopManagementSessionResponse = apiSchema(
   z.strictObject({ sessionId: z.string(), revoked: z.literal(true), revokedAt: z.iso.datetime() }),
 );
 
-function deviceOf(principal: Principal): { accountId: string; deviceId: string } {
-  if (principal.credential !== 'deviceAssertion') throw new Error('route requires a device assertion');
-  return principal;
-}
-
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** Device-plane operations that turn a device key into other sessions, and the account's pairwise identities. */
@@ -83,7 +78,7 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
         },
       },
       handler: async ({ principal, headers }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         const browser = deps.sessions.browserOf(headers);
         const epoch = await deps.accounts.epochOf(caller.accountId);
         const { cookie } = await deps.sessions.create('page', { browserId: browser.browserId, accountId: caller.accountId, accountEpoch: epoch, deviceId: caller.deviceId });
@@ -99,7 +94,7 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       params: z.strictObject({ environmentId: z.string().max(64) }),
       responses: { 200: { description: 'The pairwise actor id.', schema: EnvironmentActor } },
       handler: async ({ principal, params }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         const environment = await deps.directory.environment(params.environmentId);
         if (!environment) throw new HttpError(404, 'environment_not_found', 'no such Environment', { family: 'catalog' });
         return { status: 200, body: { environmentId: environment.id, actorId: deps.directory.pairwiseActorId(caller.accountId, environment.id) } };
@@ -120,7 +115,7 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       body: CreateDesktopManagementSessionRequest,
       responses: { 201: { description: 'The session and its bearer.', schema: DesktopManagementSessionResponse } },
       handler: async ({ principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         const [epoch, admin, reviewer] = await Promise.all([
           deps.accounts.epochOf(caller.accountId),
           deps.admins.isAdmin(caller.accountId),
@@ -144,7 +139,7 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       params: z.strictObject({ sessionId: z.string().regex(idPattern('dms')) }),
       responses: { 200: { description: 'Revoked.', schema: RevokeDesktopManagementSessionResponse } },
       handler: async ({ principal, params }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         const revoked = await deps.grants.revokeOwned(caller.accountId, params.sessionId, 'desktop', 'revoked_by_device');
         if (!revoked) throw new HttpError(404, 'management_session_not_found', 'no such desktop management session on this account', { family: 'account_policy' });
         return { status: 200, body: { sessionId: params.sessionId, revoked: true as const, revokedAt: iso(revoked.revokedAt) } };

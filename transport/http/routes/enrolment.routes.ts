@@ -5,7 +5,7 @@ import { HANDLE } from '../../../identity/ids.js';
 import { acceptDeviceKey, DevicePublicKeySchema, InvalidDeviceKeyError } from '../../../identity/device-keys.js';
 import type { RegistrySigningKeys } from '../../../identity/signing-keys.js';
 import { apiSchema } from '../api-schemas.js';
-import type { Principal } from '../credentials.js';
+import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
@@ -120,11 +120,6 @@ export interface EnrolmentDependencies {
   readonly issuer: () => string;
 }
 
-function deviceOf(principal: Principal): { accountId: string; deviceId: string } {
-  if (principal.credential !== 'deviceAssertion') throw new Error('route requires a device assertion');
-  return { accountId: principal.accountId, deviceId: principal.deviceId };
-}
-
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
@@ -184,7 +179,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       body: EnrolCompleteRequest,
       responses: { 201: { description: 'The device is enrolled.', schema: EnrolCompleteResponse } },
       handler: async ({ body, principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         const account = await deps.accounts.account(caller.accountId);
         if (account.enrolments[body.enrolmentId]?.device.id !== caller.deviceId) {
           throw new HttpError(404, 'enrolment_not_found', 'no such enrolment for this device', { family: 'account_policy' });
@@ -213,7 +208,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       summary: 'Devices waiting to join this account',
       responses: { 200: { description: 'Enrolments awaiting a decision.', schema: PendingApprovalList } },
       handler: async ({ principal }) => {
-        const account = await deps.accounts.account(deviceOf(principal).accountId);
+        const account = await deps.accounts.account(principalAs(principal, 'deviceAssertion').accountId);
         const now = deps.clock.now();
         const pending = Object.values(account.enrolments)
           .filter((e) => e.mode === 'approval' && e.decision === 'pending' && e.expiresAt > now)
@@ -238,7 +233,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       body: EnrolApproveRequest,
       responses: { 204: { description: 'Decision recorded.' } },
       handler: async ({ body, principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         await deps.accounts.decide(caller.accountId, caller.deviceId, body.enrolmentId, body.decision);
         return { status: 204, body: undefined };
       },
@@ -251,7 +246,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       summary: "The account's enrolled devices",
       responses: { 200: { description: 'Active devices.', schema: DeviceListResponse } },
       handler: async ({ principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         const account = await deps.accounts.account(caller.accountId);
         const devices = Object.values(account.devices)
           .filter((d) => d.status === 'active')
@@ -269,7 +264,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       params: z.strictObject({ deviceId: idOf('dev') }),
       responses: { 200: { description: 'Removed.' } },
       handler: async ({ params, principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         await deps.accounts.removeDevice(caller.accountId, caller.deviceId, params.deviceId);
         return { status: 200, body: undefined };
       },
@@ -282,7 +277,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       summary: 'Sign out every other device; keeps this one',
       responses: { 200: { description: 'Every other device is removed.' } },
       handler: async ({ principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         await deps.accounts.revokeOthers(caller.accountId, caller.deviceId);
         return { status: 200, body: undefined };
       },
@@ -295,7 +290,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       summary: "End this device's enrolment",
       responses: { 204: { description: 'This device is no longer enrolled.' } },
       handler: async ({ principal }) => {
-        const caller = deviceOf(principal);
+        const caller = principalAs(principal, 'deviceAssertion');
         await deps.accounts.signOut(caller.accountId, caller.deviceId);
         return { status: 204, body: undefined };
       },

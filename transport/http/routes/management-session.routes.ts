@@ -7,7 +7,7 @@ import type { OAuthGrants } from '../../../identity/oauth-grants.js';
 import type { PlatformAdmins } from '../../../identity/platform-admins.js';
 import { apiSchema } from '../api-schemas.js';
 import { clearCookie } from '../cookies.js';
-import type { IncomingRequest, Principal } from '../credentials.js';
+import { principalAs, type IncomingRequest, type Principal } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
@@ -70,13 +70,6 @@ const RevokeManagementSessionResponse = apiSchema(
   z.strictObject({ sessionId: z.string(), revoked: z.literal(true), revokedAt: z.iso.datetime() }),
 );
 
-type ManagementPrincipal = Extract<Principal, { credential: 'managementBearer' | 'developerSession' }>;
-
-function managementOf(principal: Principal): ManagementPrincipal {
-  if (principal.credential !== 'managementBearer' && principal.credential !== 'developerSession') throw new Error('route requires a management identity');
-  return principal;
-}
-
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 export function managementSessionRoutes(deps: ManagementSessionDependencies): AnyRoute[] {
@@ -105,7 +98,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         },
       },
       handler: async ({ principal, headers }) => {
-        const caller = managementOf(principal);
+        const caller = principalAs(principal, 'managementBearer', 'developerSession');
         const grant = await deps.grants.live(caller.grantId);
         if (!grant) throw new HttpError(401, 'access_token_revoked', 'the session behind this token was revoked or has ended', { family: 'management' });
         const browser = deps.sessions.browserOf(headers);
@@ -155,7 +148,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       csrf: true,
       responses: { 200: { description: 'Signed out in this browser.', schema: OkResponse } },
       handler: async ({ principal }) => {
-        const caller = managementOf(principal);
+        const caller = principalAs(principal, 'managementBearer', 'developerSession');
         await deps.sessions.logoutBrowser(caller.browserId!, 'browser_logout');
         return { status: 200, body: { ok: true as const }, headers: { 'set-cookie': [clearCookie(CONSOLE_COOKIE), clearCookie(PAGE_COOKIE)] } };
       },
@@ -170,7 +163,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       credential: 'managementIdentity',
       responses: { 200: { description: 'Live CLI OAuth grants.', schema: ManagementSessionList } },
       handler: async ({ principal }) => {
-        const caller = managementOf(principal);
+        const caller = principalAs(principal, 'managementBearer', 'developerSession');
         const grants = await deps.grants.list(caller.accountId, 'cli');
         const sessions = await Promise.all(
           grants.map(async (g) => ({
@@ -199,7 +192,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       responses: { 200: { description: 'Revoked.', schema: RevokeManagementSessionResponse } },
       errors: [404],
       handler: async ({ principal, params }) => {
-        const caller = managementOf(principal);
+        const caller = principalAs(principal, 'managementBearer', 'developerSession');
         const revoked = await deps.grants.revokeOwned(caller.accountId, params.sessionId, 'cli', 'revoked_by_owner');
         if (!revoked) throw new HttpError(404, 'management_session_not_found', 'no such CLI session on this account', { family: 'management' });
         return { status: 200, body: { sessionId: params.sessionId, revoked: true as const, revokedAt: iso(revoked.revokedAt) } };

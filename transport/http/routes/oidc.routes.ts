@@ -6,7 +6,7 @@ import type { BrowserSessions } from '../../../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../../../identity/environments.js';
 import { ACCESS_TOKEN_TTL_S, CLIENT_SCOPES, type OAuthGrants } from '../../../identity/oauth-grants.js';
 import { apiSchema } from '../api-schemas.js';
-import type { Principal } from '../credentials.js';
+import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 
@@ -220,7 +220,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       },
       errors: [403],
       handler: async ({ body, principal }) => {
-        const session = pageSessionOf(principal);
+        const session = principalAs(principal, 'pageSession');
         if (!deps.sessions.checkCsrf(session.sessionId, body.csrf)) {
           throw new HttpError(403, 'csrf_invalid', 'the consent form is stale or was not made by the registry; reload the page', { family: 'account_policy' });
         }
@@ -276,9 +276,4 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       },
     }),
   ];
-}
-
-function pageSessionOf(principal: Principal): Extract<Principal, { credential: 'pageSession' }> {
-  if (principal.credential !== 'pageSession') throw new Error('route requires a page session');
-  return principal;
 }

@@ -4,7 +4,7 @@ import { idPattern } from '../../../identity/ids.js';
 import { ADMIN_REASON, type PlatformAdmins } from '../../../identity/platform-admins.js';
 import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
 import { apiSchema } from '../api-schemas.js';
-import type { Principal } from '../credentials.js';
+import { principalAs, type Principal } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 
@@ -41,11 +41,11 @@ type ManagementPrincipal = Extract<Principal, { credential: 'managementBearer' |
 export function platformAdminRoutes(deps: PlatformAdminDependencies): AnyRoute[] {
   const common = { tags: ['Management'], errorFormat: 'api', errors: [404] } as const;
   const requireAdmin = async (principal: Principal): Promise<ManagementPrincipal> => {
-    if (principal.credential !== 'managementBearer' && principal.credential !== 'developerSession') throw new Error('route requires a management identity');
-    if (!(await deps.admins.isAdmin(principal.accountId))) {
+    const caller = principalAs(principal, 'managementBearer', 'developerSession');
+    if (!(await deps.admins.isAdmin(caller.accountId))) {
       throw new HttpError(403, 'admin_required', 'only a platform administrator may do this', { family: 'management' });
     }
-    return principal;
+    return caller;
   };
   const requireUser = async (userId: string): Promise<void> => {
     if ((await deps.accounts.epochOf(userId)) === 0) throw new HttpError(404, 'user_not_found', 'no such account', { family: 'management' });

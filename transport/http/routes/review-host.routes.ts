@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { idPattern } from '../../../identity/ids.js';
 import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
 import { apiSchema } from '../api-schemas.js';
-import type { Principal } from '../credentials.js';
+import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
@@ -41,14 +41,14 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       body: IssueReviewHostCapabilityRequest,
       responses: { 201: { description: 'Issued.', schema: IssuedReviewHostCapability } },
       handler: async ({ principal }) => {
-        if (principal.credential !== 'deviceAssertion') throw new Error('route requires a device assertion');
-        if (!(await deps.reviewers.holds(principal.accountId))) {
+        const caller = principalAs(principal, 'deviceAssertion');
+        if (!(await deps.reviewers.holds(caller.accountId))) {
           throw new HttpError(403, 'reviewer_authority_required', 'this account holds no reviewer authority', { family: 'account_policy' });
         }
-        const issued = await deps.reviewers.issueCapability(principal.accountId, principal.deviceId);
+        const issued = await deps.reviewers.issueCapability(caller.accountId, caller.deviceId);
         return {
           status: 201,
-          body: { capabilityId: issued.id, capability: issued.token, deviceId: principal.deviceId, expiresAt: new Date(issued.expiresAt).toISOString() },
+          body: { capabilityId: issued.id, capability: issued.token, deviceId: caller.deviceId, expiresAt: new Date(issued.expiresAt).toISOString() },
         };
       },
     }),
@@ -66,7 +66,7 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       params: z.strictObject({ capabilityId: z.string().regex(idPattern('hcap')) }),
       responses: { 204: { description: 'Released, or already ended.' } },
       handler: async ({ principal, params }) => {
-        const caller = capabilityOf(principal);
+        const caller = principalAs(principal, 'reviewHostCapability');
         if (caller.capabilityId !== params.capabilityId) {
           throw new HttpError(403, 'review_capability_mismatch', 'the capability sent is not the one named in the path', { family: 'account_policy' });
         }
@@ -75,9 +75,4 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       },
     }),
   ];
-}
-
-function capabilityOf(principal: Principal): Extract<Principal, { credential: 'reviewHostCapability' }> {
-  if (principal.credential !== 'reviewHostCapability') throw new Error('route requires a review host capability');
-  return principal;
 }
