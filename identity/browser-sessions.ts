@@ -33,6 +33,10 @@ export interface BrowserSession {
 
 const BROWSER_ID = idPattern('brw');
 
+export type SessionLookup =
+  | { readonly status: 'live'; readonly session: BrowserSession }
+  | { readonly status: 'absent' | 'ended' | 'epoch_stale' };
+
 /**
  * Registry sessions that live in a browser as HttpOnly cookies: page sessions (made from a device key, used by
  * registry pages such as the OIDC authorization page) and console sessions (exchanged from a management bearer).
@@ -44,10 +48,13 @@ export class BrowserSessions {
   readonly #clock: Clock;
   readonly #secrets: RegistrySecrets;
 
-  constructor(db: Kysely<Database>, clock: Clock, secrets: RegistrySecrets) {
+  readonly #epochOf: (accountId: string) => Promise<number>;
+
+  constructor(db: Kysely<Database>, clock: Clock, secrets: RegistrySecrets, epochOf: (accountId: string) => Promise<number>) {
     this.#db = db;
     this.#clock = clock;
     this.#secrets = secrets;
+    this.#epochOf = epochOf;
   }
 
   /** The browser id a request carries, or a fresh one with the cookie that plants it. */
@@ -100,10 +107,14 @@ export class BrowserSessions {
     return { session, cookie };
   }
 
-  /** The live session named by the request's cookie of that kind: not revoked, not expired, its grant (if any) live. */
-  async fromRequest(kind: BrowserSessionKind, headers: Readonly<Record<string, string>>): Promise<BrowserSession | undefined> {
+  /**
+   * The session named by the request's cookie of that kind, live only when it is not revoked or expired, its grant
+   * (if any) is live, and the account epoch has not risen since it began. Otherwise why not: no cookie, or ended.
+   */
+  async fromRequest(kind: BrowserSessionKind, headers: Readonly<Record<string, string>>): Promise<SessionLookup> {
     const token = readCookie(headers, kind === 'page' ? PAGE_COOKIE : CONSOLE_COOKIE);
-    if (!token || token.length > 128) return undefined;
+    if (token === undefined) return { status: 'absent' };
+    if (token.length > 128) return { status: 'ended' };
     const now = new Date(this.#clock.now());
     const row = await this.#db
       .selectFrom('browser_sessions as s')
@@ -112,9 +123,10 @@ export class BrowserSessions {
       .where('s.secret_hash', '=', hashToken(token))
       .where('s.kind', '=', kind)
       .executeTakeFirst();
-    if (!row || row.revoked_at !== null || row.expires_at <= now) return undefined;
-    if (row.grant_id !== null && (row.grant_revoked_at !== null || row.grant_expires_at === null || row.grant_expires_at <= now)) return undefined;
-    return {
+    if (!row || row.revoked_at !== null || row.expires_at <= now) return { status: 'ended' };
+    if (row.grant_id !== null && (row.grant_revoked_at !== null || row.grant_expires_at === null || row.grant_expires_at <= now)) return { status: 'ended' };
+    if ((await this.#epochOf(row.account_id)) !== row.account_epoch) return { status: 'epoch_stale' };
+    const session: BrowserSession = {
       id: row.id,
       kind: row.kind,
       browserId: row.browser_id,
@@ -126,6 +138,7 @@ export class BrowserSessions {
       createdAt: row.created_at.getTime(),
       expiresAt: row.expires_at.getTime(),
     };
+    return { status: 'live', session };
   }
 
   /** The CSRF token of a session: derived, so nothing more is stored, and useless without the session's cookie. */

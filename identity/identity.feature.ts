@@ -35,7 +35,7 @@ export const identityFeature: ServerParts = {
     const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
     const directory = new EnvironmentDirectory(db, clock, secrets);
     await directory.ensureCliClient();
-    const sessions = new BrowserSessions(db, clock, secrets);
+    const sessions = new BrowserSessions(db, clock, secrets, accounts.epochOf);
     const admins = new PlatformAdmins(db, clock);
     const reviewers = new ReviewerAuthorities(db, clock);
     const grants = new OAuthGrants({ db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl });
@@ -65,19 +65,16 @@ export const identityFeature: ServerParts = {
     };
 
     const developerSession: CredentialVerifier = async (request, requirements: CredentialRequirements) => {
-      const session = await sessions.fromRequest('console', request.headers);
-      if (!session) {
-        const presented = readCookie(request.headers, CONSOLE_COOKIE) !== undefined;
-        throw new HttpError(
-          401,
-          presented ? 'developer_session_invalid' : 'developer_session_required',
-          presented ? 'the console session has ended; sign in to the console again' : 'sign in to the console first',
-          { family: 'management' },
-        );
+      const lookup = await sessions.fromRequest('console', request.headers);
+      switch (lookup.status) {
+        case 'absent':
+          throw new HttpError(401, 'developer_session_required', 'sign in to the console first', { family: 'management' });
+        case 'ended':
+          throw new HttpError(401, 'developer_session_invalid', 'the console session has ended; sign in to the console again', { family: 'management' });
+        case 'epoch_stale':
+          throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this session began; sign in again", { family: 'account_policy' });
       }
-      if ((await accounts.epochOf(session.accountId)) !== session.accountEpoch) {
-        throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this session began; sign in again", { family: 'account_policy' });
-      }
+      const { session } = lookup;
       if (requirements.csrf) {
         const token = request.headers['x-csrf-token'];
         if (token === undefined) throw new HttpError(403, 'csrf_required', 'this operation needs the X-CSRF-Token header of the console session', { family: 'management' });
@@ -149,10 +146,9 @@ export const identityFeature: ServerParts = {
         developerSession,
         managementIdentity,
         pageSession: async (request) => {
-          const session = await sessions.fromRequest('page', request.headers);
-          if (!session || (await accounts.epochOf(session.accountId)) !== session.accountEpoch) {
-            throw new HttpError(401, 'page_session_required', 'sign in with the desktop app first', { family: 'account_policy' });
-          }
+          const lookup = await sessions.fromRequest('page', request.headers);
+          if (lookup.status !== 'live') throw new HttpError(401, 'page_session_required', 'sign in with the desktop app first', { family: 'account_policy' });
+          const { session } = lookup;
           return { credential: 'pageSession', subject: session.accountId, accountId: session.accountId, sessionId: session.id, browserId: session.browserId, accountEpoch: session.accountEpoch, signedInAt: session.createdAt };
         },
       },

@@ -7,7 +7,7 @@ import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { assertApiError, assertProblem, enrolFirst, registerEnvironment } from '../support/identity.js';
+import { assertApiError, assertProblem, enrolAnother, enrolFirst, registerEnvironment } from '../support/identity.js';
 import { startTestServer } from '../support/server.js';
 
 /** Management and console sessions through HTTP: desktop sessions, console exchange, CSRF, CLI grants, SSO logout, admin. */
@@ -231,6 +231,16 @@ test('reviewer authority: granted by admins only; review host capabilities issue
   await assertProblem(await carol.device.request(server.url, 'POST', '/v1/review/host-capabilities', {}), 403, 'reviewer_authority_required');
   const audit = (await fetch(`${server.opsUrl}/registry/audit?target=account:${carol.accountId}`).then(jsonOf)).events as Array<{ action: string; actor: string }>;
   assert.equal(audit.map((e) => [e.action, e.actor]).slice(0, 2), [['reviewer.authority.revoke', `account:${dan.accountId}`], ['reviewer.authority.grant', `account:${dan.accountId}`]]);
+});
+
+test('a raised account epoch ends console sessions online', async () => {
+  const frank = await enrolFirst(server.url, 'frank');
+  const phone = await enrolAnother(server.url, 'frank', frank.device, 'frank phone');
+  const console = await consoleBrowser((await desktopSession(frank.device)).accessToken);
+  assert.is((await frank.device.request(server.url, 'DELETE', `/v1/account/devices/${phone.deviceId!}`)).status, 200);
+  const logout = await fetch(`${server.url}/v1/auth/logout`, { method: 'POST', headers: { cookie: console.jar.header(), 'x-csrf-token': console.csrf } });
+  await assertProblem(logout, 401, 'account_epoch_stale');
+  assert.equal(await fetch(`${server.url}/v1/auth/me`, { headers: { cookie: console.jar.header() } }).then(jsonOf), { authenticated: false });
 });
 
 test.run();

@@ -111,12 +111,6 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
     return { status: 303 as const, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { code, state: request.state }) } };
   };
 
-  /** A page session whose account epoch is still current: removing a device ends the page sessions issued before. */
-  const livePageSession = async (headers: Readonly<Record<string, string>>) => {
-    const session = await deps.sessions.fromRequest('page', headers);
-    if (!session || (await deps.accounts.epochOf(session.accountId)) !== session.accountEpoch) return undefined;
-    return session;
-  };
 
   const originOf = async (request: AuthorizationRequest): Promise<string> =>
     request.client.environmentId ? ((await deps.directory.environment(request.client.environmentId))?.origin ?? '') : new URL(request.redirectUri).origin;
@@ -182,7 +176,8 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
         }
         const { request } = check;
-        const session = await livePageSession(headers);
+        const lookup = await deps.sessions.fromRequest('page', headers);
+        const session = lookup.status === 'live' ? lookup.session : undefined;
         if (!session) {
           if (request.promptNone) {
             return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { error: 'login_required', state: request.state }) } };
