@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TokenResponse } from '../identity/oauth-grants.js';
 import type { DeviceClient } from './device-client.js';
 
 /** PKCE (RFC 7636), S256: a fresh 43-character verifier and its challenge. */
@@ -9,14 +10,8 @@ export function pkcePair(): { verifier: string; challenge: string } {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 }
 
-export interface TokenSet {
-  readonly access_token: string;
-  readonly token_type: 'Bearer';
-  readonly expires_in: number;
-  readonly scope: string;
-  readonly id_token?: string;
-  readonly refresh_token?: string;
-}
+/** What the token endpoint answers: the server's own type, so client and server cannot drift apart. */
+export type TokenSet = TokenResponse;
 
 /** A cookie jar for one origin: enough to carry the registry's session cookies between requests. */
 export class CookieJar {

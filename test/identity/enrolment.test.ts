@@ -5,7 +5,7 @@ import { ManualClock } from '../../actors/clock.js';
 import { DeviceClient } from '../../client/device-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { jsonOf } from '../support/http.js';
+import { assertProblem, enrolFirst, startEnrolment } from '../support/identity.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -25,36 +25,8 @@ test.after(async () => {
   await db.drop();
 });
 
-async function start(handle: string, device: DeviceClient): Promise<Record<string, string>> {
-  const res = await fetch(`${server.url}/v1/enrol/start`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } }),
-  });
-  assert.is(res.status, 201, await res.clone().text());
-  const body = (await res.json()) as Record<string, string>;
-  device.deviceId = body.deviceId;
-  return body;
-}
-
 async function complete(device: DeviceClient, started: Record<string, string>): Promise<Response> {
   return device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce }, { bindBody: true });
-}
-
-async function enrolFirst(handle: string): Promise<{ device: DeviceClient; passport: string }> {
-  const device = await DeviceClient.generate(`${handle} laptop`);
-  const started = await start(handle, device);
-  const res = await complete(device, started);
-  assert.is(res.status, 201);
-  return { device, passport: ((await res.json()) as { passport: string }).passport };
-}
-
-async function assertProblem(res: Response, status: number, code: string): Promise<void> {
-  assert.is(res.status, status, `expected ${status} ${code}`);
-  assert.is(res.headers.get('content-type'), 'application/problem+json');
-  const body = await jsonOf(res);
-  assert.is(body.code, code);
-  assert.is(body.requestId, res.headers.get('x-request-id'));
 }
 
 test('start refuses a key that is not a public P-256 point, a private key, and a bad handle', async () => {
@@ -69,7 +41,7 @@ test('start refuses a key that is not a public P-256 point, a private key, and a
 
 test('device assertions: missing, bearer instead, unknown device, forged, replayed, expired, other path, other body', async () => {
   const device = await DeviceClient.generate('phone');
-  const started = await start('bob', device);
+  const started = await startEnrolment(server.url, 'bob', device);
   const body = JSON.stringify({ enrolmentId: started.enrolmentId, nonce: started.nonce });
   const send = (assertion: string | undefined, sentBody = body, path = '/v1/enrol/complete', extra: Record<string, string> = {}) =>
     fetch(server.url + path, {
@@ -104,13 +76,13 @@ test('device assertions: missing, bearer instead, unknown device, forged, replay
 
 test('a device that has not completed enrolment is refused everywhere but completion', async () => {
   const device = await DeviceClient.generate('tablet');
-  await start('carol', device);
+  await startEnrolment(server.url, 'carol', device);
   await assertProblem(await device.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_not_enrolled');
 });
 
 test('first device of a new account: possession proof, then a passport verifiable offline with the JWKS', async () => {
   const device = await DeviceClient.generate('dave laptop');
-  const started = await start('dave', device);
+  const started = await startEnrolment(server.url, 'dave', device);
   assert.is(started.proof, 'possession');
   assert.match(started.verificationCode!, /^\d{6}$/);
   await assertProblem(
@@ -134,7 +106,7 @@ test('first device of a new account: possession proof, then a passport verifiabl
 });
 
 test('a handle being enrolled is not available to someone else', async () => {
-  await start('erin', await DeviceClient.generate('erin 1'));
+  await startEnrolment(server.url, 'erin', await DeviceClient.generate('erin 1'));
   const other = await DeviceClient.generate('not erin');
   const res = await fetch(`${server.url}/v1/enrol/start`, {
     method: 'POST',
@@ -145,9 +117,9 @@ test('a handle being enrolled is not available to someone else', async () => {
 });
 
 test('a further device waits for an enrolled device: pending, admitted, enrolled; refused stays out', async () => {
-  const { device: first } = await enrolFirst('frank');
+  const { device: first } = await enrolFirst(server.url, 'frank');
   const second = await DeviceClient.generate('frank phone');
-  const startedSecond = await start('frank', second);
+  const startedSecond = await startEnrolment(server.url, 'frank', second);
   assert.is(startedSecond.proof, 'approval');
   await assertProblem(await complete(second, startedSecond), 409, 'enrolment_pending');
 
@@ -166,7 +138,7 @@ test('a further device waits for an enrolled device: pending, admitted, enrolled
   assert.is((((await done.json()) as { passport: string }).passport.split('.').length), 3);
 
   const third = await DeviceClient.generate('unknown laptop');
-  const startedThird = await start('frank', third);
+  const startedThird = await startEnrolment(server.url, 'frank', third);
   assert.is((await first.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: startedThird.enrolmentId, decision: 'refuse' })).status, 204);
   await assertProblem(await complete(third, startedThird), 403, 'enrolment_refused');
 
@@ -176,11 +148,11 @@ test('a further device waits for an enrolled device: pending, admitted, enrolled
 });
 
 test('removing a device ends it at once; revoke-all keeps only the caller; sign-out ends the caller', async () => {
-  const { device: a } = await enrolFirst('gina');
+  const { device: a } = await enrolFirst(server.url, 'gina');
   const others: DeviceClient[] = [];
   for (const name of ['b', 'c', 'd']) {
     const d = await DeviceClient.generate(name);
-    const s = await start('gina', d);
+    const s = await startEnrolment(server.url, 'gina', d);
     assert.is((await a.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: s.enrolmentId, decision: 'admit' })).status, 204);
     assert.is((await complete(d, s)).status, 201);
     others.push(d);
@@ -202,7 +174,7 @@ test('removing a device ends it at once; revoke-all keeps only the caller; sign-
 
 test('an enrolment expires after 10 minutes; an abandoned handle is released later', async () => {
   const device = await DeviceClient.generate('slow');
-  const started = await start('hugo', device);
+  const started = await startEnrolment(server.url, 'hugo', device);
   clock.advance(11 * 60_000);
   // The clock moved; the device signs with the server's time.
   const late = await device.assertion({
