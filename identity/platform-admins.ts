@@ -25,17 +25,29 @@ export class PlatformAdmins {
 
   /** Grants admin to an existing account (the caller checks it exists). True when this call made the change. */
   async grant(accountId: string, actor: string, reason: string): Promise<boolean> {
-    const at = new Date(this.#clock.now());
-    return this.#db.transaction().execute(async (trx) => {
-      const inserted = await trx
-        .insertInto('platform_admins')
-        .values({ account_id: accountId, granted_by: actor, reason, granted_at: at })
-        .onConflict((oc) => oc.column('account_id').doNothing())
-        .returning('account_id')
-        .executeTakeFirst();
-      if (!inserted) return false;
-      await writeAudit(trx, { action: 'platform.admin.grant', actor, target: `account:${accountId}`, reason }, at);
-      return true;
-    });
+    return grantAuthority(this.#db, 'platform_admins', 'platform.admin.grant', { accountId, actor, reason, at: new Date(this.#clock.now()) });
   }
+}
+
+/**
+ * An authority held by an account (platform admin, reviewer): the row and its audit event commit together, and
+ * granting what is already held changes and records nothing. True when this call made the change.
+ */
+export async function grantAuthority(
+  db: Kysely<Database>,
+  table: 'platform_admins' | 'reviewer_authorities',
+  action: string,
+  grant: { accountId: string; actor: string; reason: string; at: Date },
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const inserted = await trx
+      .insertInto(table)
+      .values({ account_id: grant.accountId, granted_by: grant.actor, reason: grant.reason, granted_at: grant.at })
+      .onConflict((oc) => oc.column('account_id').doNothing())
+      .returning('account_id')
+      .executeTakeFirst();
+    if (!inserted) return false;
+    await writeAudit(trx, { action, actor: grant.actor, target: `account:${grant.accountId}`, reason: grant.reason }, grant.at);
+    return true;
+  });
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
 import { writeAudit } from './audit.js';
 import { newId } from './ids.js';
+import { grantAuthority } from './platform-admins.js';
 import { hashToken, newOpaqueToken } from './opaque-tokens.js';
 
 /** A review host capability is short-lived and fixed-purpose: the review host asks for a new one per session. */
@@ -48,18 +49,7 @@ export class ReviewerAuthorities {
 
   /** True when this call made the change; granting to a reviewer changes and records nothing. */
   async grant(accountId: string, actor: string, reason: string): Promise<boolean> {
-    const at = new Date(this.#clock.now());
-    return this.#db.transaction().execute(async (trx) => {
-      const inserted = await trx
-        .insertInto('reviewer_authorities')
-        .values({ account_id: accountId, granted_by: actor, reason, granted_at: at })
-        .onConflict((oc) => oc.column('account_id').doNothing())
-        .returning('account_id')
-        .executeTakeFirst();
-      if (!inserted) return false;
-      await writeAudit(trx, { action: 'reviewer.authority.grant', actor, target: `account:${accountId}`, reason }, at);
-      return true;
-    });
+    return grantAuthority(this.#db, 'reviewer_authorities', 'reviewer.authority.grant', { accountId, actor, reason, at: new Date(this.#clock.now()) });
   }
 
   /** True when this call made the change; revoking from a non-reviewer changes and records nothing. */
