@@ -19,7 +19,7 @@ import type { ActorHost } from '../../actors/actor-host.js';
 const Echo = apiSchema('TestEcho', z.strictObject({ name: z.string().min(1).max(40), count: z.number().int().optional() }));
 const Leaky = apiSchema('TestLeaky', z.object({ visible: z.string() }));
 
-const echoRoute = (path: string, errorFormat: 'api' | 'problem', credential: 'none' | 'managementBearer' | 'runtimeSession' = 'none') =>
+const echoRoute = (path: string, errorFormat: 'api' | 'problem', credential: 'none' | 'managementBearer' | 'environmentBackendGrant' = 'none') =>
   defineRoute({
     operationId: `echo${path.replace(/\W/g, '')}`,
     method: 'post',
@@ -37,7 +37,7 @@ const routes = [
   echoRoute('/v1/test/echo', 'api'),
   echoRoute('/v1/test/problem-echo', 'problem'),
   echoRoute('/v1/test/managed', 'api', 'managementBearer'),
-  echoRoute('/v1/test/runtime', 'api', 'runtimeSession'),
+  echoRoute('/v1/test/runtime', 'api', 'environmentBackendGrant'),
   defineRoute({
     operationId: 'items',
     method: 'get',
@@ -128,9 +128,9 @@ test.before(async () => {
         if (req.headers.authorization !== 'Bearer good') throw new HttpError(401, 'management_token_invalid', 'a valid management bearer is required', { family: 'management' });
         return { credential: 'managementBearer', subject: 'acct_1', accountId: 'acct_1', grantId: 'grt_1', scopes: ['management'] };
       },
-      runtimeSession: (req) => {
+      environmentBackendGrant: (req) => {
         if (req.headers.authorization !== 'Bearer runtime') throw new HttpError(401, 'runtime_token_invalid', 'runtime token invalid', { family: 'runtime' });
-        return { credential: 'runtimeSession', subject: 'acct_1' };
+        return { credential: 'environmentBackendGrant', subject: 'acct_1' };
       },
     },
   });

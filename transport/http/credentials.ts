@@ -10,6 +10,7 @@ export const credentialKinds = [
   'reviewHostCapability',
   'projectToken',
   'appSession',
+  'runtimeToken',
   'runtimeSession',
   'runtimeActive',
   'controlToken',
@@ -67,12 +68,59 @@ export type Principal =
       readonly capabilityLive: boolean;
     }
   | {
+      /** A runtime access token, sent from the Environment's `Origin`, before any Runtime session exists. */
+      readonly credential: 'runtimeToken';
+      readonly subject: string;
+      readonly caller: RuntimeCaller;
+    }
+  | {
+      /** The token plus `X-Platform-Runtime-Session` naming a live (standby, active or superseded) session of the caller. */
+      readonly credential: 'runtimeSession';
+      readonly subject: string;
+      readonly caller: RuntimeCaller;
+      readonly sessionId: string;
+    }
+  | {
+      /** The session plus the current lease of its principal (`X-Platform-Runtime-Lease` and `-Lease-Version`). */
+      readonly credential: 'runtimeActive';
+      readonly subject: string;
+      readonly caller: RuntimeCaller;
+      readonly sessionId: string;
+      readonly lease: { readonly id: string; readonly version: number };
+    }
+  | {
       readonly credential: Exclude<
         CredentialKind,
-        'none' | 'deviceAssertion' | 'managementBearer' | 'developerSession' | 'pageSession' | 'reviewHostCapability'
+        | 'none'
+        | 'deviceAssertion'
+        | 'managementBearer'
+        | 'developerSession'
+        | 'pageSession'
+        | 'reviewHostCapability'
+        | 'runtimeToken'
+        | 'runtimeSession'
+        | 'runtimeActive'
       >;
       readonly subject: string;
     };
+
+/**
+ * Who calls the Runtime plane: a person's account inside one Environment, established from a runtime access token
+ * issued to that Environment's OIDC client and the `Origin` it was sent from. `subject` of a runtime principal is the
+ * account id (rate limits and quotas bind to the private principal); Environments only ever see `actorId`.
+ */
+export interface RuntimeCaller {
+  readonly accountId: string;
+  /** The pairwise actor id of the account in this Environment (`act_…`): the only identity Environments see. */
+  readonly actorId: string;
+  readonly environmentId: string;
+  /** The exact `Origin` the request came from: the Environment's registered origin or `platform-env://{environmentId}`. */
+  readonly origin: string;
+  /** The OAuth grant behind the token; ends at logout, expiry or revocation. */
+  readonly grantId: string;
+  /** The browser the grant was issued in (for browser SSO logout); null for grants not made in a registry browser. */
+  readonly browserId: string | null;
+}
 
 /**
  * Narrows a handler's principal to the credentials its route declares. Any other principal means the route table
@@ -142,6 +190,12 @@ export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none' |
   },
   projectToken: { type: 'http', scheme: 'bearer', description: 'Project token with scopes and a required expiry.' },
   appSession: { type: 'http', scheme: 'bearer', description: 'App-audience session from the launch-code exchange.' },
+  runtimeToken: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description: 'Runtime access token (audience `registry-runtime`) from the OIDC flow of an Environment client, sent with that Environment\'s `Origin`.',
+  },
   runtimeSession: { type: 'http', scheme: 'bearer', description: 'Runtime access token plus `Origin` and `X-Platform-Runtime-Session`.' },
   runtimeActive: {
     type: 'http',
@@ -163,4 +217,4 @@ export const credentialRequirements: Partial<Readonly<Record<CredentialKind, rea
 };
 
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */
-export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeSession', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
+export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeToken', 'runtimeSession', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
