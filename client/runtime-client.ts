@@ -1,0 +1,93 @@
+import { authorizationUrl, pkcePair, tokenRequest, type RegistryBrowser, type TokenSet } from './oidc-client.js';
+
+/**
+ * An Environment's sign-in through the registry: the person's browser walks the authorization page, the Environment
+ * exchanges the code with its PKCE verifier. Returns the token set (its access token is the runtime access token).
+ */
+export async function environmentSignIn(baseUrl: string, browser: RegistryBrowser, clientId: string, redirectUri: string): Promise<TokenSet> {
+  const { verifier, challenge } = pkcePair();
+  const { location, response } = await browser.authorize(authorizationUrl(baseUrl, { clientId, redirectUri, challenge, state: 'runtime' }));
+  const code = location?.searchParams.get('code');
+  if (!code) throw new Error(`authorization did not return a code (${response.status} ${location?.href ?? ''})`);
+  const exchanged = await tokenRequest(baseUrl, { grant_type: 'authorization_code', client_id: clientId, code, redirect_uri: redirectUri, code_verifier: verifier });
+  if (exchanged.status !== 200) throw new Error(`token exchange failed: ${JSON.stringify(exchanged.body)}`);
+  return exchanged.body as unknown as TokenSet;
+}
+
+export interface RuntimeLease {
+  readonly leaseId: string;
+  readonly leaseVersion: number;
+}
+
+/**
+ * One Runtime of an Environment page, as its runtime library would hold it: the access token, the page's origin, the
+ * session it created and the lease it holds. Every method returns the raw Response so callers can check refusals.
+ */
+export class RuntimeClient {
+  sessionId: string | undefined;
+  lease: RuntimeLease | undefined;
+
+  constructor(
+    readonly baseUrl: string,
+    public accessToken: string,
+    readonly origin: string,
+  ) {}
+
+  /** Headers of a session-bound call; with `active`, also the lease fence. */
+  headers(options: { active?: boolean; json?: boolean } = {}): Record<string, string> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.accessToken}`, origin: this.origin };
+    if (options.json) headers['content-type'] = 'application/json';
+    if (this.sessionId) headers['x-platform-runtime-session'] = this.sessionId;
+    if (options.active && this.lease) {
+      headers['x-platform-runtime-lease'] = this.lease.leaseId;
+      headers['x-platform-runtime-lease-version'] = String(this.lease.leaseVersion);
+    }
+    return headers;
+  }
+
+  async createSession(): Promise<Response> {
+    const res = await fetch(`${this.baseUrl}/v1/runtime/session`, { method: 'POST', headers: { authorization: `Bearer ${this.accessToken}`, origin: this.origin } });
+    if (res.status === 201) this.sessionId = ((await res.clone().json()) as { sessionId: string }).sessionId;
+    return res;
+  }
+
+  async activate(): Promise<Response> {
+    const res = await fetch(`${this.baseUrl}/v1/runtime/session/activate`, { method: 'POST', headers: this.headers() });
+    if (res.status === 200) {
+      const body = (await res.clone().json()) as { lease: RuntimeLease };
+      this.lease = { leaseId: body.lease.leaseId, leaseVersion: body.lease.leaseVersion };
+    }
+    return res;
+  }
+
+  read(): Promise<Response> {
+    return fetch(`${this.baseUrl}/v1/runtime/session`, { headers: this.headers() });
+  }
+
+  release(): Promise<Response> {
+    return fetch(`${this.baseUrl}/v1/runtime/session/release`, { method: 'POST', headers: this.headers() });
+  }
+
+  controlToken(): Promise<Response> {
+    return fetch(`${this.baseUrl}/v1/runtime/control-token`, { method: 'POST', headers: this.headers() });
+  }
+
+  /** A lease-fenced call: the session and lease headers are added. */
+  fenced(path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Response> {
+    const json = init.body !== undefined;
+    return fetch(`${this.baseUrl}${path}`, {
+      method: init.method ?? 'GET',
+      headers: { ...this.headers({ active: true, json }), ...init.headers },
+      ...(json ? { body: JSON.stringify(init.body) } : {}),
+    });
+  }
+
+  /** Creates a session and activates it; throws unless both succeed. */
+  async open(): Promise<this> {
+    const created = await this.createSession();
+    if (created.status !== 201) throw new Error(`session create failed: ${created.status} ${await created.text()}`);
+    const activated = await this.activate();
+    if (activated.status !== 200) throw new Error(`activate failed: ${activated.status} ${await activated.text()}`);
+    return this;
+  }
+}

@@ -1,0 +1,48 @@
+import { RegistryBrowser } from '../../client/oidc-client.js';
+import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js';
+import type { DeviceClient } from '../../client/device-client.js';
+import { enrolFirst, registerEnvironment } from './identity.js';
+
+export interface RuntimePerson {
+  readonly accountId: string;
+  readonly device: DeviceClient;
+  readonly browser: RegistryBrowser;
+  /** A fresh runtime access token for the Environment, through the whole OIDC flow in this person's browser. */
+  token(environment?: TestEnvironment): Promise<string>;
+  /** A Runtime page of the Environment with a fresh token (no session yet). */
+  runtime(environment?: TestEnvironment): Promise<RuntimeClient>;
+}
+
+export interface TestEnvironment {
+  readonly environmentId: string;
+  readonly origin: string;
+  readonly clientId: string;
+  readonly redirectUri: string;
+}
+
+/** Registers an Environment owned by `ownerHandle` through the operator listener. */
+export async function testEnvironment(opsUrl: string, environmentId: string, ownerHandle: string): Promise<TestEnvironment> {
+  const origin = `https://${environmentId}.example`;
+  const redirectUri = `${origin}/callback`;
+  const { clientId } = await registerEnvironment(opsUrl, { environmentId, origin, ownerHandle, redirectUris: [redirectUri] });
+  return { environmentId, origin, clientId, redirectUri };
+}
+
+/** Enrols a person and opens their registry page session, ready to sign in to Environments. */
+export async function runtimePerson(server: { url: string }, handle: string, defaultEnvironment?: TestEnvironment): Promise<RuntimePerson> {
+  const { device, accountId } = await enrolFirst(server.url, handle);
+  const browser = new RegistryBrowser(server.url, device);
+  const opened = await browser.openPageSession();
+  if (opened.status !== 201 && opened.status !== 200) throw new Error(`page session: ${opened.status} ${await opened.text()}`);
+  const token = async (environment = defaultEnvironment): Promise<string> => {
+    if (!environment) throw new Error('name the Environment');
+    return (await environmentSignIn(server.url, browser, environment.clientId, environment.redirectUri)).access_token;
+  };
+  return {
+    accountId,
+    device,
+    browser,
+    token,
+    runtime: async (environment = defaultEnvironment) => new RuntimeClient(server.url, await token(environment), environment!.origin),
+  };
+}
