@@ -9,6 +9,8 @@ import { migrateToLatest } from '../../storage/migrate.js';
 
 export interface BenchDatabase {
   readonly connection: StorageConnection;
+  /** The database's connection string, for a server under test in another process. */
+  readonly url: string;
   /** Where the database runs, for the report: `embedded` or the host:port of BENCH_DATABASE_URL. */
   readonly where: string;
   /**
@@ -63,7 +65,7 @@ export async function openBenchDatabase(options: {
     const where = options.clusterUrl ? `BENCH_DATABASE_URL (${new URL(options.clusterUrl).host})` : 'embedded';
     const pool = connection.pool;
     const checkpoint = (): Promise<boolean> => pool.query('CHECKPOINT').then(() => true, () => false);
-    return { connection, where, checkpoint, close };
+    return { connection, url: url.toString(), where, checkpoint, close };
   } catch (error) {
     await close();
     throw error;
