@@ -18,6 +18,8 @@ export interface Database {
   audit_events: AuditEventTable;
   reviewer_authorities: ReviewerAuthorityTable;
   review_host_capabilities: ReviewHostCapabilityTable;
+  plugin_installations: PluginInstallationTable;
+  plugin_settings: PluginSettingTable;
 }
 
 export interface SigningKeyTable {
@@ -203,4 +205,27 @@ export interface ReviewHostCapabilityTable {
   created_at: Instant;
   expires_at: Instant;
   revoked_at: NullableInstant;
+}
+
+/** A Plugin installed in an Environment: it runs the release of the code-level catalog (`plugins/plugin-catalog.ts`). */
+export interface PluginInstallationTable {
+  environment_id: string;
+  plugin_id: string;
+  /** `operator:<name>`, as in the audit trail. */
+  installed_by: string;
+  installed_at: Instant;
+}
+
+/** One persisted settings leaf of one layer (see migration 0006 for who owns which layer). */
+export interface PluginSettingTable {
+  plugin_id: string;
+  layer: 'environment' | 'user' | 'user_environment';
+  /** '' for the `user` layer. */
+  environment_id: string;
+  /** '' for the `environment` layer. */
+  account_id: string;
+  setting: string;
+  /** As written; it may no longer satisfy the installed schema, so readers validate it. */
+  value: Json<unknown>;
+  updated_at: Instant;
 }
