@@ -46,6 +46,7 @@ export type SessionLookup =
 export class BrowserSessions {
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
+  readonly #logoutListeners: Array<(browserId: string, at: number) => Promise<void>> = [];
   readonly #secrets: RegistrySecrets;
 
   readonly #epochOf: (accountId: string) => Promise<number>;
@@ -155,9 +156,17 @@ export class BrowserSessions {
    * authorized through it (the runtime tokens of that browser) and its unexchanged codes. CLI and desktop grants are
    * not browser-bound and stay.
    */
+  /**
+   * Other planes end what they correlate with a browser when it logs out (the Runtime sessions opened in it). A
+   * listener that fails fails the logout, which the browser retries: every step of a logout is idempotent.
+   */
+  onLogout(listener: (browserId: string, at: number) => Promise<void>): void {
+    this.#logoutListeners.push(listener);
+  }
+
   async logoutBrowser(browserId: string, reason: string): Promise<{ sessions: number; grants: number }> {
     const at = new Date(this.#clock.now());
-    return this.#db.transaction().execute(async (trx) => {
+    const ended = await this.#db.transaction().execute(async (trx) => {
       const sessions = await trx
         .updateTable('browser_sessions')
         .set({ revoked_at: at, revoked_reason: reason })
@@ -175,5 +184,7 @@ export class BrowserSessions {
       await trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('used_at', 'is', null).execute();
       return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };
     });
+    await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, at.getTime())));
+    return ended;
   }
 }

@@ -1,5 +1,5 @@
 import { identityKinds } from '../actors/identity.actors.js';
-import type { ServerParts } from '../server/server.js';
+import type { ServerParts, ServerServices } from '../server/server.js';
 import type { CredentialRequirements, CredentialVerifier, IncomingRequest, Principal } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { accountSessionRoutes } from '../transport/http/routes/account-sessions.routes.js';
@@ -23,22 +23,58 @@ import { readCookie } from '../transport/http/cookies.js';
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 
+/** The identity services other features build on (the Runtime plane verifies tokens and follows logouts with them). */
+export interface IdentityServices {
+  readonly accounts: Accounts;
+  readonly keys: RegistrySigningKeys;
+  readonly secrets: RegistrySecrets;
+  readonly directory: EnvironmentDirectory;
+  readonly sessions: BrowserSessions;
+  readonly admins: PlatformAdmins;
+  readonly reviewers: ReviewerAuthorities;
+  readonly grants: OAuthGrants;
+}
+
+const built = new WeakMap<ServerServices, Promise<IdentityServices>>();
+
+/** One set of identity services per server, whichever feature asks first. */
+export function identityServices(services: ServerServices): Promise<IdentityServices> {
+  let pending = built.get(services);
+  if (!pending) {
+    pending = buildIdentityServices(services);
+    built.set(services, pending);
+  }
+  return pending;
+}
+
+async function buildIdentityServices({ host, clock, storage, publicUrl }: ServerServices): Promise<IdentityServices> {
+  const db = storage.db;
+  const accounts = new Accounts(host, clock);
+  const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
+  const directory = new EnvironmentDirectory(db, clock, secrets);
+  await directory.ensureCliClient();
+  return {
+    accounts,
+    keys,
+    secrets,
+    directory,
+    sessions: new BrowserSessions(db, clock, secrets, accounts.epochOf),
+    admins: new PlatformAdmins(db, clock),
+    reviewers: new ReviewerAuthorities(db, clock),
+    grants: new OAuthGrants({ db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl }),
+  };
+}
+
 /**
  * Identity plugged into the server: accounts, devices and enrolment, device assertions, passports; page and console
  * sessions; OIDC for Environment and CLI clients; management sessions; the operators' registry administration.
  */
 export const identityFeature: ServerParts = {
   kinds: identityKinds,
-  build: async ({ host, clock, storage, publicUrl, logger }) => {
+  build: async (services) => {
+    const { clock, storage, publicUrl, logger } = services;
     const db = storage.db;
-    const accounts = new Accounts(host, clock);
-    const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
-    const directory = new EnvironmentDirectory(db, clock, secrets);
-    await directory.ensureCliClient();
-    const sessions = new BrowserSessions(db, clock, secrets, accounts.epochOf);
-    const admins = new PlatformAdmins(db, clock);
-    const reviewers = new ReviewerAuthorities(db, clock);
-    const grants = new OAuthGrants({ db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl });
+    const { accounts, keys, directory, sessions, admins, reviewers, grants } = await identityServices(services);
     const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: new ReplayGuard(clock) });
 
     const deviceAssertion: CredentialVerifier = async (request, requirements) => {

@@ -29,6 +29,8 @@ const EnvSchema = z.object({
   COMMIT_MAX_BATCH: positive.default(4_000),
   IDEMPOTENCY_RETENTION_SECONDS: positive.default(24 * 3600),
   SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
+  RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
+  RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
 });
 
 export interface Config {
@@ -50,6 +52,10 @@ export interface Config {
   readonly commitMaxBatch: number;
   readonly idempotencyRetentionSeconds: number;
   readonly shutdownTimeoutMs: number;
+  /** A Runtime lease lapses this long after its last renewal. */
+  readonly runtimeLeaseTtlSeconds: number;
+  /** Activations that evict another Runtime, per person per minute (burst and refill). */
+  readonly runtimeEvictionsPerMinute: number;
 }
 
 export class ConfigError extends Error {}
@@ -88,5 +94,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     commitMaxBatch: e.COMMIT_MAX_BATCH,
     idempotencyRetentionSeconds: e.IDEMPOTENCY_RETENTION_SECONDS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
+    runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,
   });
 }

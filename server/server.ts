@@ -98,6 +98,7 @@ const API_TAGS: Readonly<Record<string, string>> = {
   Operations: 'Operator listener: inspection and metrics.',
   Authorization: 'OIDC for registered public Environment and CLI clients: Authorization Code with PKCE (S256 only).',
   Management: 'Management sessions: CLI grants, console sessions, logout; platform administration.',
+  Runtime: 'Runtime sessions with one fenced lease per person, control tokens, Environment Backend Grants, plugin settings.',
 };
 
 export async function startServer(

@@ -18,6 +18,9 @@ export interface Database {
   audit_events: AuditEventTable;
   reviewer_authorities: ReviewerAuthorityTable;
   review_host_capabilities: ReviewHostCapabilityTable;
+  runtime_session_browsers: RuntimeSessionBrowserTable;
+  environment_backends: EnvironmentBackendTable;
+  environment_backend_grants: EnvironmentBackendGrantTable;
   plugin_installations: PluginInstallationTable;
   plugin_settings: PluginSettingTable;
 }
@@ -205,6 +208,41 @@ export interface ReviewHostCapabilityTable {
   created_at: Instant;
   expires_at: Instant;
   revoked_at: NullableInstant;
+}
+
+export interface RuntimeSessionBrowserTable {
+  browser_id: string;
+  session_id: string;
+  created_at: Instant;
+}
+
+/** The backend an Environment declares: the one exact endpoint its grants are for, and the scopes it may ask. */
+export interface EnvironmentBackendTable {
+  environment_id: string;
+  endpoint: string;
+  scopes: Json<string[]>;
+  updated_at: Instant;
+}
+
+export interface EnvironmentBackendGrantTable {
+  id: string;
+  /** SHA-256 of the grant token. */
+  token_hash: string;
+  account_id: string;
+  actor_id: string;
+  environment_id: string;
+  origin: string;
+  session_id: string;
+  lease_id: string;
+  lease_version: Int8;
+  endpoint: string;
+  scopes: Json<string[]>;
+  roles: Json<string[]>;
+  context: Json<Record<string, unknown>>;
+  created_at: Instant;
+  expires_at: Instant;
+  revoked_at: NullableInstant;
+  revoked_reason: string | null;
 }
 
 /** A Plugin installed in an Environment: it runs the release of the code-level catalog (`plugins/plugin-catalog.ts`). */

@@ -33,7 +33,7 @@ export async function runtimePerson(server: { url: string }, handle: string, def
   const { device, accountId } = await enrolFirst(server.url, handle);
   const browser = new RegistryBrowser(server.url, device);
   const opened = await browser.openPageSession();
-  if (opened.status !== 201 && opened.status !== 200) throw new Error(`page session: ${opened.status} ${await opened.text()}`);
+  if (opened.status !== 204) throw new Error(`page session: ${opened.status} ${await opened.text()}`);
   const token = async (environment = defaultEnvironment): Promise<string> => {
     if (!environment) throw new Error('name the Environment');
     return (await environmentSignIn(server.url, browser, environment.clientId, environment.redirectUri)).access_token;

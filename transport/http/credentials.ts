@@ -1,3 +1,5 @@
+import * as z from 'zod';
+import type { RequestHeaderSpec } from './route.js';
 /**
  * Every credential the API names. A route declares exactly one; the gateway refuses to start with a route whose
  * credential has no verifier, so no route is ever served unauthenticated by omission.
@@ -218,3 +220,19 @@ export const credentialRequirements: Partial<Readonly<Record<CredentialKind, rea
 
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */
 export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeToken', 'runtimeSession', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
+
+const originHeader = { description: "The Environment page's origin: its registered origin, or `platform-env://{environmentId}` in the desktop shell.", required: true, schema: z.string() };
+const sessionHeader = { description: 'The Runtime session (`rts_…`) this call belongs to.', required: true, schema: z.string() };
+const activeHeaders: Array<[string, RequestHeaderSpec]> = [
+  ['Origin', originHeader],
+  ['X-Platform-Runtime-Session', sessionHeader],
+  ['X-Platform-Runtime-Lease', { description: 'The lease id the session was given by its last activation.', required: true, schema: z.string() }],
+  ['X-Platform-Runtime-Lease-Version', { description: 'The version of that lease.', required: true, schema: z.string().regex(/^[1-9][0-9]{0,15}$/) }],
+];
+
+/** Request headers a credential consists of besides its security scheme: documented on every operation using it. */
+export const credentialHeaders: Partial<Readonly<Record<CredentialKind, ReadonlyArray<readonly [string, RequestHeaderSpec]>>>> = {
+  runtimeToken: [['Origin', originHeader]],
+  runtimeSession: activeHeaders.slice(0, 2),
+  runtimeActive: activeHeaders,
+};

@@ -1,8 +1,8 @@
 import * as z from 'zod';
 import { apiSchemas } from './api-schemas.js';
-import { credentialRequirements, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
+import { credentialHeaders, credentialRequirements, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
 import { statusTitle } from './errors.js';
-import type { AnyRoute } from './route.js';
+import type { AnyRoute, RequestHeaderSpec } from './route.js';
 
 export const API_VERSION = '0.1.0-alpha.7';
 
@@ -141,6 +141,9 @@ function operation(route: AnyRoute): Json {
   const parameters: Json[] = [...objectParameters(route.params, 'path'), ...objectParameters(route.query, 'query')];
   if (route.idempotency) {
     parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });
+  }
+  for (const [name, header] of [...(credentialHeaders[route.credential] ?? []), ...Object.entries(route.requestHeaders ?? {})] as Array<[string, RequestHeaderSpec]>) {
+    parameters.push({ name, in: 'header', required: header.required, description: header.description, schema: inline(header.schema) });
   }
   const responses: Record<string, Json> = {};
   for (const [status, spec] of Object.entries(route.responses)) {

@@ -17,6 +17,13 @@ export interface ResponseSpec {
 
 type Responses = Readonly<Record<number, ResponseSpec>>;
 
+/** A request header an operation reads (beyond those its credential implies), for the API description. */
+export interface RequestHeaderSpec {
+  readonly description: string;
+  readonly required: boolean;
+  readonly schema: z.ZodType;
+}
+
 type BodyOf<S extends ResponseSpec> = S['schema'] extends z.ZodType
   ? z.input<S['schema']>
   : S['text'] extends { mediaType: string }
@@ -83,6 +90,8 @@ export interface RouteSpec<
    */
   readonly bodyFormat?: 'json' | 'form';
   readonly maxBodyBytes?: number;
+  /** Request headers the handler reads (e.g. `If-Match`); the handler checks them and says what is wrong. */
+  readonly requestHeaders?: Readonly<Record<string, RequestHeaderSpec>>;
   /**
    * Requests per minute per caller (`by: 'subject'`, after authentication) or per client address (`by: 'address'`,
    * before any other work: for unauthenticated operations). Over it: 429 `rate_limited` with Retry-After.

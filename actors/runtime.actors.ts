@@ -1,0 +1,40 @@
+import { defineActorKind } from './actor-kind.js';
+import { idPattern } from '../identity/ids.js';
+import { runtimeLeaseMachine, runtimeLeaseTimers, type LeaseEndReason, type LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';
+import { runtimeSessionMachine } from '../machines/runtime-session/runtime-session.machine.js';
+
+export const RUNTIME_SESSION_KIND = 'runtime-session';
+export const RUNTIME_LEASE_KIND = 'runtime-lease';
+
+export interface LeaseEnded {
+  readonly accountId: string;
+  readonly holder: LeaseHolder;
+  readonly reason: LeaseEndReason;
+  /** The lease version current after the end (the successor's, when superseded). */
+  readonly version: number;
+}
+
+/**
+ * The Runtime plane's actor kinds. `leaseEnded` runs after the lease actor committed an end of a holding (the sessions
+ * and sockets are told); it is bound late because the kinds exist before the services they notify.
+ */
+export function runtimeKinds(leaseEnded: (ended: LeaseEnded) => void) {
+  const session = defineActorKind({
+    name: RUNTIME_SESSION_KIND,
+    machine: runtimeSessionMachine,
+    key: { pattern: idPattern('rts'), describe: 'runtime session id: rts_ + 26 base32 characters' },
+    input: (key: string) => ({ sessionId: key }),
+  });
+  const lease = defineActorKind({
+    name: RUNTIME_LEASE_KIND,
+    machine: runtimeLeaseMachine.provide({
+      actions: {
+        leaseEnded: (_, params) => leaseEnded(params),
+      },
+    }),
+    key: { pattern: idPattern('acc'), describe: "the person's account id: acc_ + 26 base32 characters" },
+    input: (key: string) => ({ accountId: key }),
+    timers: (snapshot) => runtimeLeaseTimers(snapshot.context),
+  });
+  return [session, lease] as const;
+}

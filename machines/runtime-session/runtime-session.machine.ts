@@ -1,0 +1,136 @@
+import { assign, setup } from 'xstate';
+
+/**
+ * One Runtime session: an Environment page (or desktop shell world) of one person, bound at creation to the origin it
+ * was created from and to the Environment whose client issued the token. Its own record: who, where, and whether it
+ * has ended. Whether it holds the lease right now is the lease actor's to say; this machine follows it by version, so
+ * the order in which `activated`/`superseded` arrive does not matter (an older version never overrides a newer one).
+ */
+export type RuntimeSessionStatus = 'standby' | 'active' | 'superseded' | 'released' | 'revoked';
+
+export interface RuntimeSessionContext {
+  readonly sessionId: string;
+  readonly accountId: string;
+  readonly actorId: string;
+  readonly environmentId: string;
+  readonly origin: string;
+  readonly browserId: string | null;
+  readonly createdAt: number;
+  /** The lease this session holds, as far as this session has been told. */
+  readonly lease: { readonly leaseId: string; readonly version: number } | null;
+  /** The highest lease version this session has heard of (its own or the one that superseded it); 0 before any. */
+  readonly seenVersion: number;
+  readonly endedAt: number | null;
+  readonly endedReason: string | null;
+  readonly lastActivityAt: number;
+}
+
+export interface RuntimeSessionInput {
+  readonly sessionId: string;
+}
+
+export type RuntimeSessionEvent =
+  | {
+      readonly type: 'session.create';
+      readonly accountId: string;
+      readonly actorId: string;
+      readonly environmentId: string;
+      readonly origin: string;
+      readonly browserId: string | null;
+      readonly at: number;
+    }
+  | { readonly type: 'session.read'; readonly at: number }
+  | { readonly type: 'session.activated'; readonly leaseId: string; readonly version: number; readonly at: number }
+  /** The principal's lease moved to another session at `version`. */
+  | { readonly type: 'session.superseded'; readonly version: number; readonly at: number }
+  /** This session's lease at `version` ended without a successor (lapsed or released by the lease). */
+  | { readonly type: 'session.lease_lapsed'; readonly version: number; readonly at: number }
+  | { readonly type: 'session.release'; readonly at: number }
+  | { readonly type: 'session.revoke'; readonly reason: string; readonly at: number };
+
+export const runtimeSessionMachine = setup({
+  types: { context: {} as RuntimeSessionContext, events: {} as RuntimeSessionEvent, input: {} as RuntimeSessionInput },
+  guards: {
+    newerActivation: ({ context, event }) => event.type === 'session.activated' && event.version > context.seenVersion,
+    newerSupersession: ({ context, event }) => event.type === 'session.superseded' && event.version > (context.lease?.version ?? 0) && context.seenVersion > 0,
+    ownLeaseLapsed: ({ context, event }) => event.type === 'session.lease_lapsed' && context.lease?.version === event.version,
+  },
+  actions: {
+    takeLease: assign(({ event }) => {
+      if (event.type !== 'session.activated') return {};
+      return { lease: { leaseId: event.leaseId, version: event.version }, seenVersion: event.version, lastActivityAt: event.at };
+    }),
+    end: assign(({ event }) => ({
+      lease: null,
+      endedAt: event.at,
+      endedReason: event.type === 'session.revoke' ? event.reason : 'released',
+      lastActivityAt: event.at,
+    })),
+    loseLease: assign(({ context, event }) => {
+      if (event.type !== 'session.superseded' && event.type !== 'session.lease_lapsed') return {};
+      return { lease: null, seenVersion: Math.max(context.seenVersion, event.version), lastActivityAt: event.at };
+    }),
+  },
+}).createMachine({
+  id: 'runtime-session',
+  context: ({ input }) => ({
+    sessionId: input.sessionId,
+    accountId: '',
+    actorId: '',
+    environmentId: '',
+    origin: '',
+    browserId: null,
+    createdAt: 0,
+    lease: null,
+    seenVersion: 0,
+    endedAt: null,
+    endedReason: null,
+    lastActivityAt: 0,
+  }),
+  initial: 'unborn',
+  states: {
+    unborn: {
+      on: {
+        'session.create': {
+          target: 'standby',
+          actions: assign(({ event }) => ({
+            accountId: event.accountId,
+            actorId: event.actorId,
+            environmentId: event.environmentId,
+            origin: event.origin,
+            browserId: event.browserId,
+            createdAt: event.at,
+            lastActivityAt: event.at,
+          })),
+        },
+      },
+    },
+    standby: {
+      on: {
+        'session.activated': { guard: 'newerActivation', target: 'active', actions: 'takeLease' },
+        // A supersession may overtake the activation it undoes; remember its version so the activation is ignored.
+        'session.superseded': { guard: ({ context, event }) => event.version > context.seenVersion, target: 'superseded', actions: 'loseLease' },
+        'session.release': { target: 'released', actions: 'end' },
+        'session.revoke': { target: 'revoked', actions: 'end' },
+      },
+    },
+    active: {
+      on: {
+        'session.activated': { guard: 'newerActivation', actions: 'takeLease' },
+        'session.superseded': { guard: 'newerSupersession', target: 'superseded', actions: 'loseLease' },
+        'session.lease_lapsed': { guard: 'ownLeaseLapsed', target: 'standby', actions: 'loseLease' },
+        'session.release': { target: 'released', actions: 'end' },
+        'session.revoke': { target: 'revoked', actions: 'end' },
+      },
+    },
+    superseded: {
+      on: {
+        'session.activated': { guard: 'newerActivation', target: 'active', actions: 'takeLease' },
+        'session.release': { target: 'released', actions: 'end' },
+        'session.revoke': { target: 'revoked', actions: 'end' },
+      },
+    },
+    released: {},
+    revoked: {},
+  },
+});

@@ -1,0 +1,45 @@
+import type { Clock } from '../actors/clock.js';
+import type { RegistrySigningKeys } from '../identity/signing-keys.js';
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+
+/** Its own type and audience: no API that takes a runtime access token accepts it, and it accepts no lease claims. */
+export const CONTROL_TOKEN_TYPE = 'runtime-control+jwt';
+export const CONTROL_AUDIENCE = 'registry-runtime-control';
+export const CONTROL_TOKEN_TTL_S = 5 * 60;
+
+export interface ControlClaims {
+  readonly sessionId: string;
+  readonly accountId: string;
+  readonly environmentId: string;
+  readonly origin: string;
+}
+
+/**
+ * The control channel's credential: read-only, bound to one Runtime session and its origin, short-lived. It names
+ * the account in `sub` because only the registry reads it (the page holds it opaque and never sends it elsewhere).
+ */
+export class ControlTokens {
+  constructor(
+    private readonly keys: RegistrySigningKeys,
+    private readonly clock: Clock,
+    private readonly issuer: () => string,
+  ) {}
+
+  issue(caller: RuntimeCaller, sessionId: string): Promise<{ token: string; expiresAt: number }> {
+    return this.keys.sign(
+      { sub: caller.accountId, rts: sessionId, env: caller.environmentId, origin: caller.origin },
+      { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, expiresInSeconds: CONTROL_TOKEN_TTL_S, clock: this.clock },
+    );
+  }
+
+  /** The claims of a valid, unexpired control token; undefined for anything else. */
+  async verify(token: string): Promise<ControlClaims | undefined> {
+    try {
+      const p = await this.keys.verify(token, { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, clock: this.clock });
+      if (typeof p.sub !== 'string' || typeof p.rts !== 'string' || typeof p.env !== 'string' || typeof p.origin !== 'string') return undefined;
+      return { sessionId: p.rts, accountId: p.sub, environmentId: p.env, origin: p.origin };
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,65 @@
+import type { Clock } from '../actors/clock.js';
+import type { RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
+
+export type ActivityReason = 'activated' | 'superseded' | 'lease_lapsed' | 'released' | 'browser_logout';
+
+/** What a session's sockets are told; the control channel forwards these as they are. */
+export type RuntimeActivityEvent =
+  | {
+      readonly type: 'session.activity';
+      readonly sessionId: string;
+      readonly status: RuntimeSessionStatus;
+      readonly leaseVersion: number | null;
+      readonly reason: ActivityReason;
+      readonly at: string;
+    }
+  | { readonly type: 'browser.signed_out'; readonly sessionId: string; readonly at: string };
+
+export type ActivityListener = (event: RuntimeActivityEvent) => void;
+
+/**
+ * This node's sockets, by the Runtime session they serve. Lease and session actors publish here after their commits,
+ * so a superseded page learns it at once (its runtime socket is closed, its control channel told).
+ */
+export class RuntimeActivity {
+  readonly #clock: Clock;
+  readonly #listeners = new Map<string, Set<ActivityListener>>();
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  subscribe(sessionId: string, listener: ActivityListener): () => void {
+    let set = this.#listeners.get(sessionId);
+    if (!set) this.#listeners.set(sessionId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#listeners.get(sessionId) === set) this.#listeners.delete(sessionId);
+    };
+  }
+
+  sessionChanged(sessionId: string, status: RuntimeSessionStatus, leaseVersion: number | null, reason: ActivityReason): void {
+    this.#publish(sessionId, { type: 'session.activity', sessionId, status, leaseVersion, reason, at: this.#now() });
+  }
+
+  sessionEnded(sessionId: string, reason: 'released'): void {
+    this.sessionChanged(sessionId, 'released', null, reason);
+  }
+
+  signedOut(sessionId: string): void {
+    this.sessionChanged(sessionId, 'revoked', null, 'browser_logout');
+    this.#publish(sessionId, { type: 'browser.signed_out', sessionId, at: this.#now() });
+  }
+
+  #now(): string {
+    return new Date(this.#clock.now()).toISOString();
+  }
+
+  #publish(sessionId: string, event: RuntimeActivityEvent): void {
+    const set = this.#listeners.get(sessionId);
+    if (!set) return;
+    // Listeners may unsubscribe (close their socket) while being told.
+    for (const listener of [...set]) listener(event);
+  }
+}

@@ -1,0 +1,259 @@
+import type { Kysely } from 'kysely';
+import type { ActorHost } from '../actors/actor-host.js';
+import type { Clock } from '../actors/clock.js';
+import { RUNTIME_LEASE_KIND, RUNTIME_SESSION_KIND, type LeaseEnded } from '../actors/runtime.actors.js';
+import type { EnvironmentDirectory } from '../identity/environments.js';
+import { newId } from '../identity/ids.js';
+import type { LeaseHolder, RuntimeLeaseContext, RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
+import type { RuntimeSessionContext, RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
+import type { Database } from '../storage/database.js';
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
+import { coordinated } from './coordination.js';
+import type { EvictionQuota } from './eviction-quota.js';
+import type { RuntimeActivity } from './runtime-activity.js';
+
+export interface RuntimeSessionState {
+  readonly context: RuntimeSessionContext;
+  readonly status: RuntimeSessionStatus;
+  /** The lease, when this session holds it now. */
+  readonly lease: LeaseHolder | null;
+}
+
+interface StoredSession {
+  readonly value: RuntimeSessionStatus;
+  readonly context: RuntimeSessionContext;
+}
+
+export interface RuntimeRole {
+  readonly key: string;
+  readonly scope: 'all' | 'scoped';
+  readonly derived: boolean;
+}
+
+export interface RuntimeSessionsOptions {
+  readonly host: ActorHost;
+  readonly clock: Clock;
+  readonly db: Kysely<Database>;
+  readonly directory: EnvironmentDirectory;
+  readonly quota: EvictionQuota;
+  readonly activity: RuntimeActivity;
+  readonly leaseTtlMs: number;
+  readonly warn: (details: Record<string, unknown>, message: string) => void;
+}
+
+const problem = (status: number, code: string, message: string, family: 'runtime' | 'fencing' = 'runtime'): HttpError => new HttpError(status, code, message, { family });
+
+const sessionNotFound = (): HttpError =>
+  problem(404, 'runtime_session_not_found', 'no such Runtime session for this person in this Environment (X-Platform-Runtime-Session)');
+
+/**
+ * Runtime sessions and the one lease of each person, over their actors. The lease actor decides who holds the lease;
+ * everything that must hold the fence asks it (in memory when the actor is live and committed, through its mailbox
+ * otherwise). Session actors keep each page's own record and follow the lease by version.
+ */
+export class RuntimeSessions {
+  readonly #o: RuntimeSessionsOptions;
+
+  constructor(options: RuntimeSessionsOptions) {
+    this.#o = options;
+  }
+
+  get leaseTtlMs(): number {
+    return this.#o.leaseTtlMs;
+  }
+
+  /** A new standby session bound to the caller's origin and Environment. */
+  async create(caller: RuntimeCaller): Promise<RuntimeSessionState> {
+    return coordinated(async () => {
+      const sessionId = newId('rts');
+      const at = this.#o.clock.now();
+      // The index row first: a session logout cannot find must never exist (an orphan row is harmless).
+      if (caller.browserId !== null) {
+        await this.#o.db.insertInto('runtime_session_browsers').values({ browser_id: caller.browserId, session_id: sessionId, created_at: new Date(at) }).execute();
+      }
+      const reply = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
+        type: 'session.create',
+        accountId: caller.accountId,
+        actorId: caller.actorId,
+        environmentId: caller.environmentId,
+        origin: caller.origin,
+        browserId: caller.browserId,
+      });
+      return { context: reply.snapshot.context as RuntimeSessionContext, status: 'standby', lease: null };
+    });
+  }
+
+  /**
+   * The caller's session: 404 unless it exists and belongs to this person, Environment and origin (a session of
+   * someone else is indistinguishable from none). Ended sessions are answered with their status, not refused here.
+   */
+  async session(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
+    if (!/^rts_[0-9a-hjkmnp-tv-z]{26}$/.test(sessionId)) throw sessionNotFound();
+    return coordinated(async () => {
+      const stored = await this.#storedSession(sessionId);
+      const context = stored?.context;
+      if (
+        stored === undefined ||
+        context === undefined ||
+        context.accountId !== caller.accountId ||
+        context.environmentId !== caller.environmentId ||
+        context.origin !== caller.origin
+      ) {
+        throw sessionNotFound();
+      }
+      return this.#state(stored, await this.#leaseContext(caller.accountId));
+    });
+  }
+
+  /** A session that has not ended: released and revoked sessions answer 409 `runtime_session_ended`. */
+  async liveSession(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
+    const state = await this.session(caller, sessionId);
+    if (state.status === 'released' || state.status === 'revoked') {
+      throw problem(409, 'runtime_session_ended', `this Runtime session was ${state.status}; create a new one`);
+    }
+    return state;
+  }
+
+  /**
+   * Takes the person's lease for this session, evicting the session that held it (it becomes superseded). Activating
+   * the holder again returns its current lease. Over the eviction quota: 429 before the lease actor is touched.
+   */
+  async activate(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
+    await this.liveSession(caller, sessionId);
+    this.#o.quota.admit(caller.accountId, sessionId);
+    return coordinated(async () => {
+      const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
+        type: 'lease.acquire',
+        sessionId,
+        leaseId: newId('lse'),
+        ttlMs: this.#o.leaseTtlMs,
+      });
+      const granted = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' }>;
+      this.#o.quota.record(caller.accountId, sessionId, granted.evicted !== null);
+      const activated = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
+        type: 'session.activated',
+        leaseId: granted.holder.leaseId,
+        version: granted.holder.version,
+      });
+      this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated');
+      return { context: activated.snapshot.context as RuntimeSessionContext, status: 'active', lease: granted.holder };
+    });
+  }
+
+  /** Ends the session; its lease (if it holds it) is freed without a successor. Releasing twice is a no-op. */
+  async release(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
+    const state = await this.session(caller, sessionId);
+    if (state.status === 'released' || state.status === 'revoked') return state;
+    return coordinated(async () => {
+      await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, { type: 'lease.release', sessionId });
+      const reply = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.release' });
+      this.#o.activity.sessionEnded(sessionId, 'released');
+      return { context: reply.snapshot.context as RuntimeSessionContext, status: 'released', lease: null };
+    });
+  }
+
+  /**
+   * The fence of active-only calls: the session must be the caller's, alive, and hold the person's lease with exactly
+   * this id and version. Renews the lease when a third of its time has passed, so a Runtime in use keeps it.
+   */
+  async requireLease(caller: RuntimeCaller, sessionId: string, leaseId: string, version: number): Promise<RuntimeSessionState> {
+    const state = await this.liveSession(caller, sessionId);
+    const holder = state.lease;
+    if (holder && holder.leaseId === leaseId && holder.version === version) {
+      this.#renewIfDue(caller.accountId, holder);
+      return state;
+    }
+    if (state.status === 'standby' && state.context.seenVersion === 0) {
+      throw problem(409, 'runtime_session_standby', 'this session is on standby: activate it (POST /v1/runtime/session/activate) before this call');
+    }
+    if (state.status === 'superseded') {
+      throw problem(409, 'runtime_session_superseded', "another Runtime of this person took the lease; activate this one again to take it back", 'fencing');
+    }
+    throw problem(409, 'runtime_lease_stale', 'this lease is no longer current (it ended, lapsed, or was renewed under a newer version); activate again', 'fencing');
+  }
+
+  /** The roles the caller has in its Environment, and the catalog of roles there. */
+  async roles(caller: RuntimeCaller): Promise<{ environmentRoles: string[]; environmentRoleCatalog: RuntimeRole[] }> {
+    const environment = await coordinated(() => this.#o.directory.environment(caller.environmentId));
+    // The derived admin role of the Environment's owner, scoped to this Environment; platform-managed roles join here.
+    const catalog: RuntimeRole[] = [{ key: 'admin', scope: 'scoped', derived: true }];
+    return { environmentRoles: environment?.ownerAccountId === caller.accountId ? ['admin'] : [], environmentRoleCatalog: catalog };
+  }
+
+  /** Browser SSO logout: every Runtime session opened in that browser is revoked, and its lease freed. */
+  async revokeBrowser(browserId: string): Promise<number> {
+    const rows = await this.#o.db.selectFrom('runtime_session_browsers').select('session_id').where('browser_id', '=', browserId).execute();
+    let revoked = 0;
+    for (const { session_id: sessionId } of rows) {
+      const context = (await this.#storedSession(sessionId))?.context;
+      if (!context || context.endedAt !== null) continue;
+      await this.#o.host.send(RUNTIME_LEASE_KIND, context.accountId, { type: 'lease.release', sessionId });
+      await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.revoke', reason: 'browser_logout' });
+      this.#o.activity.signedOut(sessionId);
+      revoked++;
+    }
+    // Ended sessions need no index: a later logout of the same browser has nothing to find there.
+    await this.#o.db.deleteFrom('runtime_session_browsers').where('browser_id', '=', browserId).execute();
+    return revoked;
+  }
+
+  /** After the lease actor committed the end of a holding: the session learns it, its sockets are told. */
+  readonly leaseEnded = (ended: LeaseEnded): void => {
+    const { holder, reason, version, accountId } = ended;
+    if (reason === 'superseded') {
+      this.#o.activity.sessionChanged(holder.sessionId, 'superseded', version, 'superseded');
+      this.#o.host.send(RUNTIME_SESSION_KIND, holder.sessionId, { type: 'session.superseded', version }).catch((err: unknown) => {
+        this.#o.warn({ err, sessionId: holder.sessionId }, 'superseded session not told (the lease actor still fences it)');
+      });
+      return;
+    }
+    this.#o.quota.record(accountId, null, false);
+    if (reason === 'lapsed') {
+      this.#o.activity.sessionChanged(holder.sessionId, 'standby', null, 'lease_lapsed');
+      this.#o.host.send(RUNTIME_SESSION_KIND, holder.sessionId, { type: 'session.lease_lapsed', version: holder.version }).catch((err: unknown) => {
+        this.#o.warn({ err, sessionId: holder.sessionId }, 'session not told its lease lapsed (the lease actor still fences it)');
+      });
+    }
+  };
+
+  /** The current lease holder of a person, from the lease actor. */
+  async leaseHolder(accountId: string): Promise<LeaseHolder | null> {
+    return (await this.#leaseContext(accountId)).holder;
+  }
+
+  /** Keeps the lease of a Runtime with an open socket; false when the lease is no longer this session's. */
+  async renew(accountId: string, holder: { sessionId: string; leaseId: string }): Promise<boolean> {
+    const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, accountId, { type: 'lease.renew', sessionId: holder.sessionId, leaseId: holder.leaseId, ttlMs: this.#o.leaseTtlMs });
+    return (reply.emitted[0] as RuntimeLeaseEmitted | undefined)?.type === 'lease.renewed';
+  }
+
+  #renewIfDue(accountId: string, holder: LeaseHolder): void {
+    if (holder.expiresAt - this.#o.clock.now() > (this.#o.leaseTtlMs * 2) / 3) return;
+    this.renew(accountId, holder).catch((err: unknown) => this.#o.warn({ err, accountId }, 'lease renewal failed'));
+  }
+
+  async #storedSession(sessionId: string): Promise<StoredSession | undefined> {
+    const snapshot =
+      this.#o.host.peekCommitted(RUNTIME_SESSION_KIND, sessionId) ??
+      (await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.read' })).snapshot;
+    const value = snapshot.value as RuntimeSessionStatus | 'unborn';
+    return value === 'unborn' ? undefined : { value, context: snapshot.context as RuntimeSessionContext };
+  }
+
+  async #leaseContext(accountId: string): Promise<RuntimeLeaseContext> {
+    const snapshot =
+      this.#o.host.peekCommitted(RUNTIME_LEASE_KIND, accountId) ?? (await this.#o.host.send(RUNTIME_LEASE_KIND, accountId, { type: 'lease.read' })).snapshot;
+    return snapshot.context as RuntimeLeaseContext;
+  }
+
+  /** The lease actor is the authority: a session whose own record says active but that is not the holder has lost it. */
+  #state(session: StoredSession, lease: RuntimeLeaseContext): RuntimeSessionState {
+    const { context, value } = session;
+    if (value === 'released' || value === 'revoked') return { context, status: value, lease: null };
+    const holder = lease.holder;
+    if (holder?.sessionId === context.sessionId) return { context, status: 'active', lease: holder };
+    if (value === 'active') return { context, status: holder ? 'superseded' : 'standby', lease: null };
+    return { context, status: value, lease: null };
+  }
+}

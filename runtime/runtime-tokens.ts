@@ -1,0 +1,82 @@
+import type { Clock } from '../actors/clock.js';
+import type { EnvironmentDirectory } from '../identity/environments.js';
+import type { OAuthGrants } from '../identity/oauth-grants.js';
+import { ACCESS_TOKEN_TYPE, RUNTIME_AUDIENCE } from '../identity/oauth-grants.js';
+import type { RegistrySigningKeys } from '../identity/signing-keys.js';
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
+import { coordinated } from './coordination.js';
+
+const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
+
+/** The desktop shell serves a world from this address; its documents send it as their `Origin`. */
+export const worldOrigin = (environmentId: string): string => `platform-env://${environmentId}`;
+
+export interface RuntimeTokenDependencies {
+  readonly keys: RegistrySigningKeys;
+  readonly grants: OAuthGrants;
+  readonly directory: EnvironmentDirectory;
+  readonly epochOf: (accountId: string) => Promise<number>;
+  readonly issuer: () => string;
+  readonly clock: Clock;
+}
+
+const tokenInvalid = (message: string): HttpError =>
+  new HttpError(401, 'runtime_token_invalid', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+
+const authorizationExpired = (message: string): HttpError =>
+  new HttpError(401, 'runtime_authorization_expired', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+
+/**
+ * Establishes a Runtime caller from a runtime access token and the request's `Origin`.
+ *
+ *   runtime_token_invalid          no bearer, not a registry runtime access token (bad signature, another audience or
+ *                                  type, e.g. a management token or a control token), or a token of another Environment
+ *                                  than the origin's
+ *   runtime_authorization_expired  a genuine token whose authorization has ended: past its expiry, or its grant was
+ *                                  revoked (logout), expired, or issued under an account epoch since raised
+ *   runtime_origin_required        no `Origin` header (400)
+ *   runtime_origin_mismatch        `Origin` is neither the Environment's registered origin nor its world address (403)
+ *
+ * The grant is checked online on every call, so a logout takes effect at once.
+ */
+export class RuntimeTokens {
+  readonly #d: RuntimeTokenDependencies;
+
+  constructor(dependencies: RuntimeTokenDependencies) {
+    this.#d = dependencies;
+  }
+
+  async caller(headers: Readonly<Record<string, string>>, bearer?: string): Promise<RuntimeCaller> {
+    const token = bearer ?? BEARER.exec(headers.authorization ?? '')?.[1];
+    if (!token) throw tokenInvalid('send the runtime access token: Authorization: Bearer <token>');
+    const origin = headers.origin;
+    if (origin === undefined || origin === '' || origin === 'null') {
+      throw new HttpError(400, 'runtime_origin_required', 'Runtime calls must send the Origin of the Environment page', { family: 'runtime' });
+    }
+    let claims: { sid: string; env: string; sub: string };
+    try {
+      const payload = await this.#d.keys.verify(token, { typ: ACCESS_TOKEN_TYPE, issuer: this.#d.issuer(), audience: RUNTIME_AUDIENCE, clock: this.#d.clock });
+      if (typeof payload.sid !== 'string' || typeof payload.env !== 'string' || typeof payload.sub !== 'string') throw new Error('claims missing');
+      claims = { sid: payload.sid, env: payload.env, sub: payload.sub };
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ERR_JWT_EXPIRED') throw authorizationExpired('the runtime access token has expired; sign in to the Environment again');
+      throw tokenInvalid('the bearer is not a valid registry runtime access token');
+    }
+    return coordinated(async () => {
+      const environment = await this.#d.directory.environment(claims.env);
+      if (!environment) throw tokenInvalid('the token names an Environment that is not registered');
+      if (origin !== environment.origin && origin !== worldOrigin(environment.id)) {
+        throw new HttpError(403, 'runtime_origin_mismatch', `this token is for the Environment at ${environment.origin}; the request came from ${origin}`, { family: 'runtime' });
+      }
+      const grant = await this.#d.grants.live(claims.sid);
+      if (!grant || grant.kind !== 'environment' || grant.environmentId !== environment.id) {
+        throw authorizationExpired('the sign-in behind this token has ended (logout, revocation or expiry); sign in to the Environment again');
+      }
+      if ((await this.#d.epochOf(grant.accountId)) !== grant.accountEpoch) {
+        throw authorizationExpired("the account's devices changed since this sign-in; sign in to the Environment again");
+      }
+      return { accountId: grant.accountId, actorId: claims.sub, environmentId: environment.id, origin, grantId: grant.id, browserId: grant.browserId };
+    });
+  }
+}

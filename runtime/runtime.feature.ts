@@ -1,0 +1,81 @@
+import { runtimeKinds, type LeaseEnded } from '../actors/runtime.actors.js';
+import { identityServices } from '../identity/identity.feature.js';
+import type { ServerParts } from '../server/server.js';
+import type { CredentialVerifier, Principal } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
+import { runtimeSessionRoutes } from '../transport/http/routes/runtime-session.routes.js';
+import { ControlTokens } from './control-tokens.js';
+import { EvictionQuota } from './eviction-quota.js';
+import { RuntimeActivity } from './runtime-activity.js';
+import { RuntimeSessions } from './runtime-sessions.js';
+import { RuntimeTokens } from './runtime-tokens.js';
+
+const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
+
+function requiredHeader(headers: Readonly<Record<string, string>>, name: string, code: string, what: string): string {
+  const value = headers[name.toLowerCase()];
+  if (value === undefined || value === '') {
+    throw new HttpError(400, code, `send ${name}: ${what}`, { family: 'runtime', details: [{ pointer: `/${name}`, in: 'header', code: 'required', message: `${name} is required` }] });
+  }
+  return value;
+}
+
+/**
+ * The Runtime plane: sessions and the one fenced lease per person, their credentials, and the sockets that follow
+ * them. Built on identity (runtime access tokens are the Environment clients' OIDC access tokens).
+ */
+export function runtimeFeature(): ServerParts {
+  let leaseEnded: ((ended: LeaseEnded) => void) | undefined;
+  return {
+    kinds: runtimeKinds((ended) => leaseEnded?.(ended)),
+    build: async (services) => {
+      const { host, clock, storage, publicUrl, logger, config } = services;
+      const identity = await identityServices(services);
+      const log = logger.child({ component: 'runtime' });
+      const tokens = new RuntimeTokens({ keys: identity.keys, grants: identity.grants, directory: identity.directory, epochOf: identity.accounts.epochOf, issuer: publicUrl, clock });
+      const activity = new RuntimeActivity(clock);
+      const sessions = new RuntimeSessions({
+        host,
+        clock,
+        db: storage.db,
+        directory: identity.directory,
+        quota: new EvictionQuota(clock, config.runtimeEvictionsPerMinute),
+        activity,
+        leaseTtlMs: config.runtimeLeaseTtlSeconds * 1000,
+        warn: (details, message) => log.warn(details, message),
+      });
+      leaseEnded = sessions.leaseEnded;
+      identity.sessions.onLogout(async (browserId) => {
+        const revoked = await sessions.revokeBrowser(browserId);
+        if (revoked > 0) log.info({ revoked }, 'runtime sessions revoked by browser logout');
+      });
+      const controlTokens = new ControlTokens(identity.keys, clock, publicUrl);
+
+      const runtimeSession = async (headers: Readonly<Record<string, string>>): Promise<Extract<Principal, { credential: 'runtimeSession' }>> => {
+        const caller = await tokens.caller(headers);
+        const sessionId = requiredHeader(headers, 'X-Platform-Runtime-Session', 'runtime_session_required', 'the Runtime session this call belongs to');
+        await sessions.session(caller, sessionId);
+        return { credential: 'runtimeSession', subject: caller.accountId, caller, sessionId };
+      };
+      const verifiers: Record<'runtimeToken' | 'runtimeSession' | 'runtimeActive', CredentialVerifier> = {
+        runtimeToken: async (request) => {
+          const caller = await tokens.caller(request.headers);
+          return { credential: 'runtimeToken', subject: caller.accountId, caller };
+        },
+        runtimeSession: (request) => runtimeSession(request.headers),
+        runtimeActive: async ({ headers }) => {
+          const caller = await tokens.caller(headers);
+          const sessionId = requiredHeader(headers, 'X-Platform-Runtime-Session', 'runtime_session_required', 'the Runtime session this call belongs to');
+          const leaseId = requiredHeader(headers, 'X-Platform-Runtime-Lease', 'runtime_lease_required', 'the lease of the active session');
+          const version = requiredHeader(headers, 'X-Platform-Runtime-Lease-Version', 'runtime_lease_required', 'the version of that lease');
+          if (!LEASE_VERSION.test(version)) {
+            throw new HttpError(400, 'runtime_lease_required', 'X-Platform-Runtime-Lease-Version must be a positive integer', { family: 'runtime' });
+          }
+          await sessions.requireLease(caller, sessionId, leaseId, Number(version));
+          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease: { id: leaseId, version: Number(version) } };
+        },
+      };
+      return { routes: runtimeSessionRoutes({ sessions, controlTokens }), verifiers };
+    },
+  };
+}
