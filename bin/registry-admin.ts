@@ -13,6 +13,9 @@ Commands:
   environment register --id <id> --origin <https://…> --owner <handle> --redirect-uri <uri> [--redirect-uri <uri> …] [--name <client name>]
       Register an Environment and its public OIDC client (prints the client id).
   environment list
+  plugin install --environment <id> --plugin <pluginId>
+      Install a Plugin the registry carries (e.g. plg_media) in an Environment (audited as plugin.install).
+  plugin list --environment <id>
   admin grant --handle <handle> --reason <text>
       Grant platform admin to an existing account (audited as platform.admin.grant).
   accounts list
@@ -39,6 +42,8 @@ async function main(argv: readonly string[]): Promise<number> {
       'redirect-uri': { type: 'string', multiple: true },
       name: { type: 'string' },
       handle: { type: 'string' },
+      environment: { type: 'string' },
+      plugin: { type: 'string' },
       reason: { type: 'string' },
       target: { type: 'string' },
       limit: { type: 'string' },
@@ -87,6 +92,12 @@ async function main(argv: readonly string[]): Promise<number> {
       break;
     case 'environment list':
       result = await call('GET', '/registry/environments');
+      break;
+    case 'plugin install':
+      result = await call('PUT', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins/${encodeURIComponent(need('plugin'))}`);
+      break;
+    case 'plugin list':
+      result = await call('GET', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins`);
       break;
     case 'admin grant':
       result = await call('PUT', `/registry/accounts/${encodeURIComponent(need('handle'))}/platform-admin`, { reason: need('reason') });

@@ -81,7 +81,8 @@ const AuditList = apiSchema(
 
 const OPERATOR_NAME = /^[A-Za-z0-9._@-]{1,64}$/;
 
-function operatorOf(headers: Readonly<Record<string, string>>): string {
+/** Who runs an operator command (`X-Operator-Name`), as the audit trail records it: `operator:<name>`. */
+export function operatorOf(headers: Readonly<Record<string, string>>): string {
   const name = headers['x-operator-name'];
   if (!name || !OPERATOR_NAME.test(name)) {
     throw new HttpError(400, 'operator_name_required', 'name the operator in X-Operator-Name (1 to 64 of A-Z a-z 0-9 . _ @ -): it is written to the audit trail');
