@@ -211,7 +211,7 @@ test('each setting only at its scopes: session settings are never stored, volume
   assert.equal(await storedLeaves(), []);
 });
 
-test('the environment layer belongs to the Environment admin (its owner): anyone else is refused before anything else', async () => {
+test('the environment layer belongs to the Environment admin (its owner): anyone else gets 403, whatever the settings named', async () => {
   const { etag } = await read(peteInWorld);
   await assertProblem(await put(peteInWorld, etag, { layer: 'environment', settings: { volume: 0.5 } }), 403, 'environment_admin_required');
   await assertProblem(await clear(peteInWorld, etag, 'layer=environment'), 403, 'environment_admin_required');
