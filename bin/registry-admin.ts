@@ -13,6 +13,8 @@ Commands:
   environment register --id <id> --origin <https://…> --owner <handle> --redirect-uri <uri> [--redirect-uri <uri> …] [--name <client name>]
       Register an Environment and its public OIDC client (prints the client id).
   environment list
+  environment backend --id <id> --endpoint <https://…> --scope <scope> [--scope <scope> …]
+      Declare the Environment's backend: the one endpoint its Backend Grants are for, and the scopes they may carry.
   plugin install --environment <id> --plugin <pluginId>
       Install a Plugin the registry carries (e.g. plg_media) in an Environment (audited as plugin.install).
   plugin list --environment <id>
@@ -41,6 +43,8 @@ async function main(argv: readonly string[]): Promise<number> {
       owner: { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
       name: { type: 'string' },
+      endpoint: { type: 'string' },
+      scope: { type: 'string', multiple: true },
       handle: { type: 'string' },
       environment: { type: 'string' },
       plugin: { type: 'string' },
@@ -92,6 +96,9 @@ async function main(argv: readonly string[]): Promise<number> {
       break;
     case 'environment list':
       result = await call('GET', '/registry/environments');
+      break;
+    case 'environment backend':
+      result = await call('PUT', `/registry/environments/${encodeURIComponent(need('id'))}/backend`, { endpoint: need('endpoint'), scopes: values.scope ?? [] });
       break;
     case 'plugin install':
       result = await call('PUT', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins/${encodeURIComponent(need('plugin'))}`);

@@ -11,6 +11,8 @@ export class DeviceClient {
   readonly publicJwk: JWK;
   readonly #privateKey: CryptoKey;
   deviceId: string | undefined;
+  /** The device's clock (ms): tests that drive the server's clock by hand point it there. */
+  now: () => number = Date.now;
 
   private constructor(name: string, publicJwk: JWK, privateKey: CryptoKey) {
     this.name = name;
@@ -39,7 +41,7 @@ export class DeviceClient {
     const payload: Record<string, unknown> = {
       htm: input.method.toUpperCase(),
       htu: input.target,
-      iat: input.issuedAt ?? Math.floor(Date.now() / 1000),
+      iat: input.issuedAt ?? Math.floor(this.now() / 1000),
       jti: input.jti ?? randomBytes(18).toString('base64url'),
     };
     if (input.bindBody) payload.bdh = createHash('sha256').update(input.body ?? '').digest('base64url');

@@ -79,4 +79,10 @@ export class RuntimeTokens {
       return { accountId: grant.accountId, actorId: claims.sub, environmentId: environment.id, origin, grantId: grant.id, browserId: grant.browserId };
     });
   }
+
+  /** Whether the sign-in behind a runtime token still holds: the grant live and issued under the current epoch. */
+  async signInLive(grantId: string): Promise<boolean> {
+    const grant = await this.#d.grants.live(grantId);
+    return grant !== undefined && (await this.#d.epochOf(grant.accountId)) === grant.accountEpoch;
+  }
 }

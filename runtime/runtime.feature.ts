@@ -3,7 +3,9 @@ import { identityServices } from '../identity/identity.feature.js';
 import type { ServerParts } from '../server/server.js';
 import type { CredentialVerifier, Principal } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
+import { environmentBackendOpsRoutes, environmentBackendRoutes } from '../transport/http/routes/environment-backend.routes.js';
 import { runtimeSessionRoutes } from '../transport/http/routes/runtime-session.routes.js';
+import { BackendGrants } from './backend-grants.js';
 import { ControlTokens } from './control-tokens.js';
 import { EvictionQuota } from './eviction-quota.js';
 import { RuntimeActivity } from './runtime-activity.js';
@@ -75,7 +77,12 @@ export function runtimeFeature(): ServerParts {
           return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease: { id: leaseId, version: Number(version) } };
         },
       };
-      return { routes: runtimeSessionRoutes({ sessions, controlTokens }), verifiers };
+      const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
+      return {
+        routes: [...runtimeSessionRoutes({ sessions, controlTokens }), ...environmentBackendRoutes({ grants: backendGrants, sessions })],
+        opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
+        verifiers,
+      };
     },
   };
 }

@@ -232,13 +232,15 @@ export interface EnvironmentBackendGrantTable {
   actor_id: string;
   environment_id: string;
   origin: string;
+  /** The sign-in (OAuth grant) of the token that asked for it: its end ends the grant too. */
+  oauth_grant_id: string;
   session_id: string;
   lease_id: string;
   lease_version: Int8;
   endpoint: string;
   scopes: Json<string[]>;
   roles: Json<string[]>;
-  context: Json<Record<string, unknown>>;
+  context: Json<Record<string, string | number | boolean>>;
   created_at: Instant;
   expires_at: Instant;
   revoked_at: NullableInstant;

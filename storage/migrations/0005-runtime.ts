@@ -29,6 +29,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('actor_id', 'text', (c) => c.notNull())
     .addColumn('environment_id', 'text', (c) => c.notNull())
     .addColumn('origin', 'text', (c) => c.notNull())
+    .addColumn('oauth_grant_id', 'text', (c) => c.notNull())
     .addColumn('session_id', 'text', (c) => c.notNull())
     .addColumn('lease_id', 'text', (c) => c.notNull())
     .addColumn('lease_version', 'int8', (c) => c.notNull())

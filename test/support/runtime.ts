@@ -46,3 +46,14 @@ export async function runtimePerson(server: { url: string }, handle: string, def
     runtime: async (environment = defaultEnvironment) => new RuntimeClient(server.url, await token(environment), environment!.origin),
   };
 }
+
+/** Browser SSO logout of the person's registry browser, as the console does it (console session, CSRF). */
+export async function logoutBrowser(baseUrl: string, person: RuntimePerson): Promise<Response> {
+  const desktop = await person.device.request(baseUrl, 'POST', '/v1/account/desktop-management-sessions', {});
+  if (desktop.status !== 201) throw new Error(`desktop session: ${desktop.status} ${await desktop.text()}`);
+  const { accessToken } = (await desktop.json()) as { accessToken: string };
+  const consoleSession = await person.browser.fetch(`${baseUrl}/v1/auth/console-session`, { method: 'POST', headers: { authorization: `Bearer ${accessToken}` } });
+  if (consoleSession.status !== 200) throw new Error(`console session: ${consoleSession.status} ${await consoleSession.text()}`);
+  const { csrfToken } = (await consoleSession.json()) as { csrfToken: string };
+  return person.browser.fetch(`${baseUrl}/v1/auth/logout`, { method: 'POST', headers: { 'x-csrf-token': csrfToken } });
+}

@@ -81,7 +81,6 @@ const AuditList = apiSchema(
 
 const OPERATOR_NAME = /^[A-Za-z0-9._@-]{1,64}$/;
 
-/** Who runs an operator command (`X-Operator-Name`), as the audit trail records it: `operator:<name>`. */
 export function operatorOf(headers: Readonly<Record<string, string>>): string {
   const name = headers['x-operator-name'];
   if (!name || !OPERATOR_NAME.test(name)) {

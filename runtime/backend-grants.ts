@@ -1,0 +1,189 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../actors/clock.js';
+import { writeAudit } from '../identity/audit.js';
+import { newId } from '../identity/ids.js';
+import { hashToken, newOpaqueToken } from '../identity/opaque-tokens.js';
+import type { Database } from '../storage/database.js';
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
+import { coordinated } from './coordination.js';
+import type { RuntimeSessions } from './runtime-sessions.js';
+
+export const BACKEND_GRANT_TTL_S = 5 * 60;
+/** What a page may hand its backend through a grant: flat, small, opaque to the registry. */
+export type GrantContext = Readonly<Record<string, string | number | boolean>>;
+
+export const BACKEND_SCOPE = /^[a-z][a-z0-9_.:-]{0,63}$/;
+
+export interface EnvironmentBackend {
+  readonly environmentId: string;
+  readonly endpoint: string;
+  readonly scopes: readonly string[];
+}
+
+export interface IssuedBackendGrant {
+  readonly grantId: string;
+  readonly token: string;
+  readonly endpoint: string;
+  readonly scopes: readonly string[];
+  readonly expiresAt: number;
+}
+
+export type Introspection =
+  | { readonly active: false }
+  | {
+      readonly active: true;
+      readonly grantId: string;
+      readonly actorId: string;
+      readonly environmentId: string;
+      readonly origin: string;
+      readonly environmentRoles: readonly string[];
+      readonly scopes: readonly string[];
+      readonly context: GrantContext;
+      readonly endpoint: string;
+      readonly sessionId: string;
+      readonly leaseVersion: number;
+      readonly expiresAt: number;
+    };
+
+/** An Environment backend endpoint: https (http only on loopback, for development), no fragment, no credentials. */
+export function backendEndpoint(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  const loopback = ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
+  if (!(url.protocol === 'https:' || (url.protocol === 'http:' && loopback))) return undefined;
+  if (url.hash !== '' || url.username !== '' || url.password !== '' || url.href !== text) return undefined;
+  return url.href;
+}
+
+/**
+ * Environment Backend Grants: what a Runtime page hands its Environment's backend so the backend knows, from the
+ * registry, who is calling and under which live lease. The page chooses only scopes (among those the Environment
+ * declared) and an opaque context; the registry derives everything else. A grant is short-lived, bound to the one
+ * endpoint the Environment declared, and introspection fails closed the moment its fence no longer holds.
+ */
+export class BackendGrants {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly clock: Clock,
+    private readonly sessions: RuntimeSessions,
+    /** Whether the sign-in (OAuth grant) behind a runtime token still holds: not revoked, not expired, epoch current. */
+    private readonly signInLive: (oauthGrantId: string) => Promise<boolean>,
+  ) {}
+
+  async declare(backend: EnvironmentBackend, actor: string): Promise<EnvironmentBackend> {
+    const at = new Date(this.clock.now());
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('environment_backends')
+        .values({ environment_id: backend.environmentId, endpoint: backend.endpoint, scopes: JSON.stringify(backend.scopes), updated_at: at })
+        .onConflict((oc) => oc.column('environment_id').doUpdateSet({ endpoint: backend.endpoint, scopes: JSON.stringify(backend.scopes), updated_at: at }))
+        .execute();
+      await writeAudit(trx, { action: 'environment.backend.declare', actor, target: `environment:${backend.environmentId}`, data: { endpoint: backend.endpoint, scopes: backend.scopes } }, at);
+    });
+    return backend;
+  }
+
+  async backendOf(environmentId: string): Promise<EnvironmentBackend | undefined> {
+    const row = await this.db.selectFrom('environment_backends').selectAll().where('environment_id', '=', environmentId).executeTakeFirst();
+    return row ? { environmentId: row.environment_id, endpoint: row.endpoint, scopes: row.scopes } : undefined;
+  }
+
+  async issue(
+    caller: RuntimeCaller,
+    fence: { sessionId: string; leaseId: string; leaseVersion: number },
+    request: { scopes: readonly string[]; context: GrantContext },
+    environmentRoles: readonly string[],
+  ): Promise<IssuedBackendGrant> {
+    return coordinated(async () => {
+      const backend = await this.backendOf(caller.environmentId);
+      if (!backend) {
+        throw new HttpError(409, 'environment_backend_not_declared', 'this Environment has declared no backend, so no grant can be issued for it', { family: 'runtime' });
+      }
+      const undeclared = request.scopes.map((scope, i) => [scope, i] as const).filter(([scope]) => !backend.scopes.includes(scope));
+      if (undeclared.length > 0) {
+        throw new HttpError(422, 'scope_not_declared', `the Environment declares no scope ${undeclared.map(([s]) => s).join(', ')}`, {
+          family: 'runtime',
+          details: undeclared.map(([scope, i]) => ({ pointer: `/scopes/${i}`, in: 'body' as const, code: 'not_declared', message: `${scope} is not among the declared scopes: ${backend.scopes.join(', ')}` })),
+        });
+      }
+      const { token, hash } = newOpaqueToken('ebg');
+      const grantId = newId('ebgr');
+      const now = this.clock.now();
+      const expiresAt = now + BACKEND_GRANT_TTL_S * 1000;
+      await this.db
+        .insertInto('environment_backend_grants')
+        .values({
+          id: grantId,
+          token_hash: hash,
+          account_id: caller.accountId,
+          actor_id: caller.actorId,
+          environment_id: caller.environmentId,
+          origin: caller.origin,
+          oauth_grant_id: caller.grantId,
+          session_id: fence.sessionId,
+          lease_id: fence.leaseId,
+          lease_version: fence.leaseVersion,
+          endpoint: backend.endpoint,
+          scopes: JSON.stringify(request.scopes),
+          roles: JSON.stringify(environmentRoles),
+          context: JSON.stringify(request.context),
+          created_at: new Date(now),
+          expires_at: new Date(expiresAt),
+        })
+        .execute();
+      return { grantId, token, endpoint: backend.endpoint, scopes: request.scopes, expiresAt };
+    });
+  }
+
+  /** Revokes one grant of the caller's session; false when the session holds no such grant. */
+  async revoke(caller: RuntimeCaller, sessionId: string, grantId: string): Promise<boolean> {
+    const result = await coordinated(() =>
+      this.db
+        .updateTable('environment_backend_grants')
+        .set({ revoked_at: new Date(this.clock.now()), revoked_reason: 'revoked' })
+        .where('id', '=', grantId)
+        .where('session_id', '=', sessionId)
+        .where('account_id', '=', caller.accountId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst(),
+    );
+    if (Number(result.numUpdatedRows) > 0) return true;
+    const exists = await this.db.selectFrom('environment_backend_grants').select('id').where('id', '=', grantId).where('session_id', '=', sessionId).where('account_id', '=', caller.accountId).executeTakeFirst();
+    return exists !== undefined;
+  }
+
+  /**
+   * Whether a grant holds right now for the backend at `endpoint`. Inactive (never an error) when it is unknown,
+   * for another endpoint, expired or revoked; when its sign-in ended (logout, revocation, account epoch); and when its
+   * Runtime no longer holds the lease it was issued under (superseded, released, lapsed, revoked).
+   */
+  async introspect(token: string, endpoint: string): Promise<Introspection> {
+    return coordinated(async () => {
+      const inactive = { active: false } as const;
+      const row = await this.db.selectFrom('environment_backend_grants').selectAll().where('token_hash', '=', hashToken(token)).executeTakeFirst();
+      if (!row || row.revoked_at !== null || row.expires_at.getTime() <= this.clock.now() || row.endpoint !== endpoint) return inactive;
+      if (!(await this.signInLive(row.oauth_grant_id))) return inactive;
+      const holder = await this.sessions.leaseHolder(row.account_id);
+      if (!holder || holder.sessionId !== row.session_id || holder.leaseId !== row.lease_id || holder.version !== row.lease_version) return inactive;
+      return {
+        active: true,
+        grantId: row.id,
+        actorId: row.actor_id,
+        environmentId: row.environment_id,
+        origin: row.origin,
+        environmentRoles: row.roles,
+        scopes: row.scopes,
+        context: row.context,
+        endpoint: row.endpoint,
+        sessionId: row.session_id,
+        leaseVersion: row.lease_version,
+        expiresAt: row.expires_at.getTime(),
+      };
+    });
+  }
+}
