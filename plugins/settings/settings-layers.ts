@@ -29,7 +29,6 @@ export interface ResolvedSettings {
   readonly skipped: readonly StoredLeaf[];
 }
 
-
 export function resolveSettings(pluginId: string, schema: SettingsSchema, leaves: readonly StoredLeaf[]): ResolvedSettings {
   const layers: Record<SettingsLayer, Record<string, SettingValue>> = {
     plugin_default: { ...pluginDefaults(schema) },

@@ -48,7 +48,7 @@ export type SettingProblem =
 /** When several settings of one request are refused, the response's code is that of the first in this order. */
 export const PROBLEM_ORDER: readonly SettingProblem['code'][] = ['setting_unknown', 'setting_session_scoped', 'setting_scope_not_allowed', 'setting_value_invalid'];
 
-/** Values are checked in units of this fraction of `multipleOf`, so 0.35 counts as a multiple of 0.05 despite binary floating point. */
+/** How far from a whole number of `multipleOf` steps a value may lie: in binary floating point 0.35 / 0.05 is 6.999999999999999. */
 const MULTIPLE_TOLERANCE = 1e-9;
 
 export function definitionOf(schema: SettingsSchema, name: string): SettingDefinition | undefined {
