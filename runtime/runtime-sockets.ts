@@ -134,6 +134,17 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   const renewEvery = Math.max(1_000, Math.floor(sessions.leaseTtlMs / 3));
   const renewAll = (): void => {
     const seen = new Set<string>();
+    // A sign-in can end without the session (a device removed raises the account epoch): such sockets go too.
+    const grants = new Map<string, RuntimeConn[]>();
+    for (const conn of open) grants.set(conn.user.caller.grantId, [...(grants.get(conn.user.caller.grantId) ?? []), conn]);
+    for (const [grantId, conns] of grants) {
+      deps.tokens.signInLive(grantId).then(
+        (live) => {
+          if (!live) for (const c of conns) endLease(c, 'revoked');
+        },
+        (err: unknown) => deps.warn({ err }, 'sign-in check failed; retrying next round'),
+      );
+    }
     for (const conn of open) {
       const { caller, sessionId, leaseId } = conn.user;
       if (seen.has(sessionId)) continue;
