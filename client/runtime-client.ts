@@ -82,6 +82,19 @@ export class RuntimeClient {
     });
   }
 
+  /** Address of the runtime WebSocket for the lease this page holds. */
+  socketUrl(): string {
+    if (!this.sessionId || !this.lease) throw new Error('activate the session first');
+    const url = new URL('/v1/runtime/socket', this.baseUrl.replace(/^http/, 'ws'));
+    url.search = new URLSearchParams({ session: this.sessionId, lease: this.lease.leaseId, leaseVersion: String(this.lease.leaseVersion) }).toString();
+    return url.href;
+  }
+
+  /** Subprotocols a browser offers: the codec, and the bearer (browsers cannot set headers on a WebSocket). */
+  static subprotocols(bearer: string, codec = 'registry.v1.json'): string[] {
+    return [codec, `registry.bearer.${bearer}`];
+  }
+
   /** Creates a session and activates it; throws unless both succeed. */
   async open(): Promise<this> {
     const created = await this.createSession();

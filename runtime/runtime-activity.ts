@@ -1,7 +1,7 @@
 import type { Clock } from '../actors/clock.js';
 import type { RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
 
-export type ActivityReason = 'activated' | 'superseded' | 'lease_lapsed' | 'released' | 'browser_logout';
+export type ActivityReason = 'connected' | 'activated' | 'superseded' | 'lease_lapsed' | 'released' | 'browser_logout';
 
 /** What a session's sockets are told; the control channel forwards these as they are. */
 export type RuntimeActivityEvent =

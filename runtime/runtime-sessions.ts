@@ -5,7 +5,7 @@ import { RUNTIME_LEASE_KIND, RUNTIME_SESSION_KIND, type LeaseEnded } from '../ac
 import type { EnvironmentDirectory } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
 import type { LeaseHolder, RuntimeLeaseContext, RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
-import type { RuntimeSessionContext, RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
+import type { PresenceState, RuntimeSessionContext, RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
@@ -19,6 +19,9 @@ export interface RuntimeSessionState {
   /** The lease, when this session holds it now. */
   readonly lease: LeaseHolder | null;
 }
+
+/** Who a session belongs to: enough to check ownership, whether from a runtime token or a control token. */
+export type SessionOwner = Pick<RuntimeCaller, 'accountId' | 'environmentId' | 'origin'>;
 
 interface StoredSession {
   readonly value: RuntimeSessionStatus;
@@ -88,7 +91,7 @@ export class RuntimeSessions {
    * The caller's session: 404 unless it exists and belongs to this person, Environment and origin (a session of
    * someone else is indistinguishable from none). Ended sessions are answered with their status, not refused here.
    */
-  async session(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
+  async session(caller: SessionOwner, sessionId: string): Promise<RuntimeSessionState> {
     if (!/^rts_[0-9a-hjkmnp-tv-z]{26}$/.test(sessionId)) throw sessionNotFound();
     return coordinated(async () => {
       const stored = await this.#storedSession(sessionId);
@@ -107,7 +110,7 @@ export class RuntimeSessions {
   }
 
   /** A session that has not ended: released and revoked sessions answer 409 `runtime_session_ended`. */
-  async liveSession(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
+  async liveSession(caller: SessionOwner, sessionId: string): Promise<RuntimeSessionState> {
     const state = await this.session(caller, sessionId);
     if (state.status === 'released' || state.status === 'revoked') {
       throw problem(409, 'runtime_session_ended', `this Runtime session was ${state.status}; create a new one`);
@@ -157,7 +160,7 @@ export class RuntimeSessions {
    * The fence of active-only calls: the session must be the caller's, alive, and hold the person's lease with exactly
    * this id and version. Renews the lease when a third of its time has passed, so a Runtime in use keeps it.
    */
-  async requireLease(caller: RuntimeCaller, sessionId: string, leaseId: string, version: number): Promise<RuntimeSessionState> {
+  async requireLease(caller: SessionOwner, sessionId: string, leaseId: string, version: number): Promise<RuntimeSessionState> {
     const state = await this.liveSession(caller, sessionId);
     const holder = state.lease;
     if (holder && holder.leaseId === leaseId && holder.version === version) {
@@ -171,6 +174,11 @@ export class RuntimeSessions {
       throw problem(409, 'runtime_session_superseded', "another Runtime of this person took the lease; activate this one again to take it back", 'fencing');
     }
     throw problem(409, 'runtime_lease_stale', 'this lease is no longer current (it ended, lapsed, or was renewed under a newer version); activate again', 'fencing');
+  }
+
+  /** Records what the person shows others in the Environment; the caller has checked the fence. */
+  async presence(sessionId: string, state: PresenceState): Promise<void> {
+    await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.presence', state });
   }
 
   /** The roles the caller has in its Environment, and the catalog of roles there. */

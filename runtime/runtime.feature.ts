@@ -10,6 +10,8 @@ import { ControlTokens } from './control-tokens.js';
 import { EvictionQuota } from './eviction-quota.js';
 import { RuntimeActivity } from './runtime-activity.js';
 import { RuntimeSessions } from './runtime-sessions.js';
+import { runtimeSockets } from './runtime-sockets.js';
+import { buildRuntimeAsyncApi } from './runtime.asyncapi.js';
 import { RuntimeTokens } from './runtime-tokens.js';
 
 const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
@@ -28,6 +30,7 @@ function requiredHeader(headers: Readonly<Record<string, string>>, name: string,
  */
 export function runtimeFeature(): ServerParts {
   let leaseEnded: ((ended: LeaseEnded) => void) | undefined;
+  let sockets: ReturnType<typeof runtimeSockets> | undefined;
   return {
     kinds: runtimeKinds((ended) => leaseEnded?.(ended)),
     build: async (services) => {
@@ -77,12 +80,29 @@ export function runtimeFeature(): ServerParts {
           return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease: { id: leaseId, version: Number(version) } };
         },
       };
+      sockets = runtimeSockets({
+        tokens,
+        sessions,
+        controlTokens,
+        activity,
+        clock,
+        messagesPerMinute: config.runtimeSocketMessagesPerMinute,
+        warn: (details, message) => log.warn(details, message),
+      });
+      let asyncApiText: string | undefined;
+      const asyncApi = (): string => (asyncApiText ??= JSON.stringify(buildRuntimeAsyncApi(new URL(publicUrl()).host)));
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
       return {
-        routes: [...runtimeSessionRoutes({ sessions, controlTokens }), ...environmentBackendRoutes({ grants: backendGrants, sessions })],
+        routes: [...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }), ...environmentBackendRoutes({ grants: backendGrants, sessions })],
         opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
         verifiers,
+        stop: async () => sockets?.stop(),
       };
+    },
+    sockets: (_services, mount) => {
+      if (!sockets) throw new Error('the runtime feature mounts its sockets after it is built');
+      mount(sockets.runtime);
+      mount(sockets.control);
     },
   };
 }

@@ -31,6 +31,7 @@ const EnvSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
   RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
   RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
+  RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive.default(12_000),
 });
 
 export interface Config {
@@ -56,6 +57,8 @@ export interface Config {
   readonly runtimeLeaseTtlSeconds: number;
   /** Activations that evict another Runtime, per person per minute (burst and refill). */
   readonly runtimeEvictionsPerMinute: number;
+  /** Client messages per runtime socket per minute (burst and refill). */
+  readonly runtimeSocketMessagesPerMinute: number;
 }
 
 export class ConfigError extends Error {}
@@ -96,5 +99,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
     runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,
+    runtimeSocketMessagesPerMinute: e.RUNTIME_SOCKET_MESSAGES_PER_MINUTE,
   });
 }

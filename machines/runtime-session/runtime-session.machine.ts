@@ -23,7 +23,11 @@ export interface RuntimeSessionContext {
   readonly endedAt: number | null;
   readonly endedReason: string | null;
   readonly lastActivityAt: number;
+  /** What the person shows others in the Environment while this session is active; null otherwise. */
+  readonly presence: { readonly state: PresenceState; readonly since: number } | null;
 }
+
+export type PresenceState = 'available' | 'away' | 'busy';
 
 export interface RuntimeSessionInput {
   readonly sessionId: string;
@@ -45,6 +49,7 @@ export type RuntimeSessionEvent =
   | { readonly type: 'session.superseded'; readonly version: number; readonly at: number }
   /** This session's lease at `version` ended without a successor (lapsed or released by the lease). */
   | { readonly type: 'session.lease_lapsed'; readonly version: number; readonly at: number }
+  | { readonly type: 'session.presence'; readonly state: PresenceState; readonly at: number }
   | { readonly type: 'session.release'; readonly at: number }
   | { readonly type: 'session.revoke'; readonly reason: string; readonly at: number };
 
@@ -62,13 +67,14 @@ export const runtimeSessionMachine = setup({
     }),
     end: assign(({ event }) => ({
       lease: null,
+      presence: null,
       endedAt: event.at,
       endedReason: event.type === 'session.revoke' ? event.reason : 'released',
       lastActivityAt: event.at,
     })),
     loseLease: assign(({ context, event }) => {
       if (event.type !== 'session.superseded' && event.type !== 'session.lease_lapsed') return {};
-      return { lease: null, seenVersion: Math.max(context.seenVersion, event.version), lastActivityAt: event.at };
+      return { lease: null, presence: null, seenVersion: Math.max(context.seenVersion, event.version), lastActivityAt: event.at };
     }),
   },
 }).createMachine({
@@ -86,6 +92,7 @@ export const runtimeSessionMachine = setup({
     endedAt: null,
     endedReason: null,
     lastActivityAt: 0,
+    presence: null,
   }),
   initial: 'unborn',
   states: {
@@ -119,6 +126,10 @@ export const runtimeSessionMachine = setup({
         'session.activated': { guard: 'newerActivation', actions: 'takeLease' },
         'session.superseded': { guard: 'newerSupersession', target: 'superseded', actions: 'loseLease' },
         'session.lease_lapsed': { guard: 'ownLeaseLapsed', target: 'standby', actions: 'loseLease' },
+        'session.presence': {
+          guard: ({ context, event }) => context.presence?.state !== event.state,
+          actions: assign(({ event }) => ({ presence: { state: event.state, since: event.at }, lastActivityAt: event.at })),
+        },
         'session.release': { target: 'released', actions: 'end' },
         'session.revoke': { target: 'revoked', actions: 'end' },
       },

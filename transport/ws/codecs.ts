@@ -77,5 +77,20 @@ export function chooseCodec(header: string, codecs: readonly WsCodec[]): CodecCh
     const codec = codecs.find((c) => c.subprotocol === token);
     if (codec) return { kind: 'chosen', codec, subprotocol: token };
   }
-  return { kind: 'unsupported', offered };
+  // A bearer offered as a subprotocol (browsers cannot set headers on a WebSocket) is never echoed back in an error.
+  return { kind: 'unsupported', offered: offered.map((token) => (token.startsWith(BEARER_SUBPROTOCOL) ? `${BEARER_SUBPROTOCOL}…` : token)) };
+}
+
+/**
+ * Browsers cannot send `Authorization` on a WebSocket, so a bearer travels as one more offered subprotocol,
+ * `registry.bearer.<token>`, beside the codec the client wants (which is the one echoed).
+ */
+export const BEARER_SUBPROTOCOL = 'registry.bearer.';
+
+export function bearerFromSubprotocols(header: string): string | undefined {
+  for (const token of header.split(',')) {
+    const trimmed = token.trim();
+    if (trimmed.startsWith(BEARER_SUBPROTOCOL) && trimmed.length > BEARER_SUBPROTOCOL.length) return trimmed.slice(BEARER_SUBPROTOCOL.length);
+  }
+  return undefined;
 }

@@ -1,0 +1,275 @@
+import type { Clock, TimerHandle } from '../actors/clock.js';
+import type { PresenceState } from '../machines/runtime-session/runtime-session.machine.js';
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
+import { bearerFromSubprotocols } from '../transport/ws/codecs.js';
+import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
+import type { ControlTokens } from './control-tokens.js';
+import type { RuntimeActivity, RuntimeActivityEvent } from './runtime-activity.js';
+import type { RuntimeSessions } from './runtime-sessions.js';
+import {
+  RuntimeClientMessage,
+  RuntimeCloseCode,
+  type ControlServerMessage,
+  type RuntimeServerMessage,
+} from './runtime-socket.messages.js';
+import type { RuntimeTokens } from './runtime-tokens.js';
+
+export const RUNTIME_SOCKET_PATH = '/v1/runtime/socket';
+export const CONTROL_SOCKET_PATH = '/v1/runtime/control';
+const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
+/** Presence hints to one Environment are coalesced over this long: a burst of changes costs one hint per socket. */
+const HINT_COALESCE_MS = 100;
+
+interface RuntimeSocketUser {
+  readonly caller: RuntimeCaller;
+  readonly sessionId: string;
+  readonly leaseId: string;
+  readonly leaseVersion: number;
+  unsubscribe?: () => void;
+}
+
+interface ControlSocketUser {
+  readonly owner: { accountId: string; environmentId: string; origin: string };
+  readonly sessionId: string;
+  unsubscribe?: () => void;
+}
+
+type RuntimeConn = WsConnection<RuntimeSocketUser, RuntimeServerMessage>;
+
+interface Member {
+  readonly actorId: string;
+  state: PresenceState;
+  since: number;
+  readonly conn: RuntimeConn;
+}
+
+/** Who is present in each Environment, from this node's open runtime sockets. Ephemeral by nature: it is the sockets. */
+class EnvironmentPresence {
+  readonly #byEnvironment = new Map<string, Map<string, Member>>();
+  readonly #pendingHints = new Set<string>();
+
+  constructor(private readonly clock: Clock) {}
+
+  join(environmentId: string, sessionId: string, member: Member): void {
+    let members = this.#byEnvironment.get(environmentId);
+    if (!members) this.#byEnvironment.set(environmentId, (members = new Map()));
+    members.set(sessionId, member);
+    this.#hint(environmentId);
+  }
+
+  leave(environmentId: string, sessionId: string): void {
+    const members = this.#byEnvironment.get(environmentId);
+    if (!members?.delete(sessionId)) return;
+    if (members.size === 0) this.#byEnvironment.delete(environmentId);
+    else this.#hint(environmentId);
+  }
+
+  set(environmentId: string, sessionId: string, state: PresenceState, at: number): void {
+    const member = this.#byEnvironment.get(environmentId)?.get(sessionId);
+    if (!member || member.state === state) return;
+    member.state = state;
+    member.since = at;
+    this.#hint(environmentId);
+  }
+
+  members(environmentId: string): Array<{ actorId: string; state: PresenceState; since: string }> {
+    return [...(this.#byEnvironment.get(environmentId)?.values() ?? [])].map((m) => ({ actorId: m.actorId, state: m.state, since: new Date(m.since).toISOString() }));
+  }
+
+  #hint(environmentId: string): void {
+    if (this.#pendingHints.has(environmentId)) return;
+    this.#pendingHints.add(environmentId);
+    this.clock.setTimeout(() => {
+      this.#pendingHints.delete(environmentId);
+      for (const member of this.#byEnvironment.get(environmentId)?.values() ?? []) member.conn.send({ type: 'hint', topic: 'presence' });
+    }, HINT_COALESCE_MS);
+  }
+}
+
+export interface RuntimeSocketDependencies {
+  readonly tokens: RuntimeTokens;
+  readonly sessions: RuntimeSessions;
+  readonly controlTokens: ControlTokens;
+  readonly activity: RuntimeActivity;
+  readonly clock: Clock;
+  readonly messagesPerMinute: number;
+  readonly warn: (details: Record<string, unknown>, message: string) => void;
+}
+
+function bearerOf(headers: Readonly<Record<string, string>>): string | undefined {
+  return bearerFromSubprotocols(headers['sec-websocket-protocol'] ?? '') ?? /^Bearer (\S+)$/.exec(headers.authorization ?? '')?.[1];
+}
+
+const closeFor = (reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): number => RuntimeCloseCode[reason];
+
+/**
+ * The Runtime plane's two sockets.
+ *
+ * The runtime socket (`/v1/runtime/socket?session=…&lease=…&leaseVersion=…`) is for active sessions and holds the
+ * fence: it is admitted only with the current lease, every message is checked against the lease actor's holder, and
+ * the moment the lease moves (superseded, released, revoked, lapsed) the socket is told `lease.ended` and closed with
+ * its code. While open it renews the lease, so an open page never lapses.
+ *
+ * The control channel (`/v1/runtime/control`) takes only a control token, is read-only (any client message closes it
+ * with 1008), and streams the session's activity and browser-wide sign-out.
+ */
+export function runtimeSockets(deps: RuntimeSocketDependencies): {
+  runtime: WebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>;
+  control: WebSocketEndpoint<ControlSocketUser, never, ControlServerMessage>;
+  stop(): void;
+} {
+  const { sessions, activity, clock } = deps;
+  const presence = new EnvironmentPresence(clock);
+  const open = new Set<RuntimeConn>();
+
+  const endLease = (conn: RuntimeConn, reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): void => {
+    if (conn.closed) return;
+    conn.send({ type: 'lease.ended', reason });
+    conn.close(closeFor(reason), `lease ${reason}`);
+  };
+
+  // An open socket is a Runtime in use: keep its lease, and drop sockets whose lease moved without us hearing.
+  let renewal: TimerHandle | undefined;
+  const renewEvery = Math.max(1_000, Math.floor(sessions.leaseTtlMs / 3));
+  const renewAll = (): void => {
+    const seen = new Set<string>();
+    // A sign-in can end without the session (a device removed raises the account epoch): such sockets go too.
+    const grants = new Map<string, RuntimeConn[]>();
+    for (const conn of open) grants.set(conn.user.caller.grantId, [...(grants.get(conn.user.caller.grantId) ?? []), conn]);
+    for (const [grantId, conns] of grants) {
+      deps.tokens.signInLive(grantId).then(
+        (live) => {
+          if (!live) for (const c of conns) endLease(c, 'revoked');
+        },
+        (err: unknown) => deps.warn({ err }, 'sign-in check failed; retrying next round'),
+      );
+    }
+    for (const conn of open) {
+      const { caller, sessionId, leaseId } = conn.user;
+      if (seen.has(sessionId)) continue;
+      seen.add(sessionId);
+      sessions.renew(caller.accountId, { sessionId, leaseId }).then(
+        (held) => {
+          if (!held) for (const c of open) if (c.user.sessionId === sessionId && c.user.leaseId === leaseId) endLease(c, 'lapsed');
+        },
+        (err: unknown) => deps.warn({ err, sessionId }, 'lease renewal failed; retrying next round'),
+      );
+    }
+    renewal = clock.setTimeout(renewAll, renewEvery);
+  };
+  renewal = clock.setTimeout(renewAll, renewEvery);
+
+  const runtime = defineWebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>({
+    path: RUNTIME_SOCKET_PATH,
+    name: 'runtime',
+    maxMessageBytes: 16 * 1024,
+    maxBackpressureBytes: 256 * 1024,
+    idleTimeoutSeconds: 60,
+    messagesPerMinute: deps.messagesPerMinute,
+    inbound: RuntimeClientMessage,
+    async authenticate(upgrade) {
+      const caller = await deps.tokens.caller(upgrade.headers, bearerOf(upgrade.headers));
+      const query = new URLSearchParams(upgrade.query);
+      const sessionId = query.get('session');
+      const leaseId = query.get('lease');
+      const version = query.get('leaseVersion');
+      if (!sessionId || !leaseId || !version || !LEASE_VERSION.test(version)) {
+        throw new HttpError(400, 'runtime_lease_required', 'connect with ?session=<id>&lease=<id>&leaseVersion=<n> of an active session', { family: 'runtime' });
+      }
+      await sessions.requireLease(caller, sessionId, leaseId, Number(version));
+      return { caller, sessionId, leaseId, leaseVersion: Number(version) };
+    },
+    onOpen(conn) {
+      const { caller, sessionId, leaseVersion } = conn.user;
+      open.add(conn);
+      conn.user.unsubscribe = activity.subscribe(sessionId, (event: RuntimeActivityEvent) => {
+        if (event.type !== 'session.activity') return;
+        if (event.status === 'superseded') endLease(conn, 'superseded');
+        else if (event.status === 'released') endLease(conn, 'released');
+        else if (event.status === 'revoked') endLease(conn, 'revoked');
+        else if (event.status === 'standby') endLease(conn, 'lapsed');
+      });
+      presence.join(caller.environmentId, sessionId, { actorId: caller.actorId, state: 'available', since: clock.now(), conn });
+      conn.send({ type: 'ready', sessionId, leaseVersion, actorId: caller.actorId });
+    },
+    async onMessage(conn, message) {
+      const { caller, sessionId, leaseId, leaseVersion } = conn.user;
+      switch (message.type) {
+        case 'ping':
+          conn.send({ type: 'pong', ...(message.ref ? { ref: message.ref } : {}) });
+          return;
+        case 'presence.list':
+          conn.send({ type: 'presence.snapshot', members: presence.members(caller.environmentId), ...(message.ref ? { ref: message.ref } : {}) });
+          return;
+        case 'presence.update': {
+          const holder = await sessions.leaseHolder(caller.accountId);
+          if (holder?.sessionId !== sessionId || holder.leaseId !== leaseId || holder.version !== leaseVersion) {
+            endLease(conn, holder && holder.sessionId !== sessionId ? 'superseded' : 'lapsed');
+            return;
+          }
+          await sessions.presence(sessionId, message.state);
+          presence.set(caller.environmentId, sessionId, message.state, clock.now());
+          conn.send({ type: 'presence.updated', state: message.state, ...(message.ref ? { ref: message.ref } : {}) });
+          return;
+        }
+      }
+    },
+    onClose(conn) {
+      open.delete(conn);
+      conn.user.unsubscribe?.();
+      presence.leave(conn.user.caller.environmentId, conn.user.sessionId);
+    },
+  });
+
+  const control = defineWebSocketEndpoint<ControlSocketUser, never, ControlServerMessage>({
+    path: CONTROL_SOCKET_PATH,
+    name: 'runtime-control',
+    maxMessageBytes: 1024,
+    maxBackpressureBytes: 64 * 1024,
+    idleTimeoutSeconds: 60,
+    inbound: null,
+    async authenticate(upgrade) {
+      const token = bearerOf(upgrade.headers);
+      const claims = token ? await deps.controlTokens.verify(token) : undefined;
+      if (!claims) {
+        throw new HttpError(401, 'runtime_token_invalid', 'offer a valid control token as the subprotocol registry.bearer.<token>', { family: 'runtime' });
+      }
+      const origin = upgrade.headers.origin;
+      if (origin !== claims.origin) {
+        throw new HttpError(403, 'runtime_origin_mismatch', 'the control token is bound to another origin', { family: 'runtime' });
+      }
+      const owner = { accountId: claims.accountId, environmentId: claims.environmentId, origin: claims.origin };
+      await sessions.liveSession(owner, claims.sessionId);
+      return { owner, sessionId: claims.sessionId };
+    },
+    async onOpen(conn) {
+      const { owner, sessionId } = conn.user;
+      conn.user.unsubscribe = activity.subscribe(sessionId, (event) => {
+        conn.send(event);
+        if (event.type === 'browser.signed_out') conn.close(RuntimeCloseCode.revoked, 'signed out');
+        else if (event.status === 'released') conn.close(RuntimeCloseCode.released, 'session released');
+      });
+      const state = await sessions.session(owner, sessionId);
+      conn.send({
+        type: 'session.activity',
+        sessionId,
+        status: state.status,
+        leaseVersion: state.lease?.version ?? null,
+        reason: 'connected',
+        at: new Date(clock.now()).toISOString(),
+      });
+    },
+    onClose(conn) {
+      conn.user.unsubscribe?.();
+    },
+  });
+
+  return {
+    runtime,
+    control,
+    stop: () => {
+      if (renewal) clock.clearTimeout(renewal);
+    },
+  };
+}

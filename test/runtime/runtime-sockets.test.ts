@@ -1,0 +1,194 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import WebSocket from 'ws';
+import { ManualClock } from '../../actors/clock.js';
+import { RuntimeClient } from '../../client/runtime-client.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { jsonOf } from '../support/http.js';
+import { logoutBrowser, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
+
+/** The runtime WebSocket (lease-fenced, presence) and the control channel (read-only), through real sockets. */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+const clock = new ManualClock(Date.now());
+let env: TestEnvironment;
+let ida: RuntimePerson;
+let jon: RuntimePerson;
+const LEASE_TTL_S = 30;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, clock);
+  ida = await runtimePerson(server, 'ida');
+  jon = await runtimePerson(server, 'jon');
+  ida.device.now = jon.device.now = () => clock.now();
+  env = await testEnvironment(server.opsUrl, 'idas-world', 'ida');
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+interface Socket {
+  readonly ws: WebSocket;
+  readonly messages: Array<Record<string, unknown>>;
+  readonly closed: Promise<{ code: number; reason: string }>;
+  next(type: string): Promise<Record<string, unknown>>;
+  send(message: unknown): void;
+}
+
+/** Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. */
+function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols, { origin });
+    const messages: Array<Record<string, unknown>> = [];
+    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+    ws.on('message', (data) => messages.push(JSON.parse(data.toString()) as Record<string, unknown>));
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Record<string, unknown> })));
+    });
+    ws.on('error', (error) => reject(error));
+    ws.on('open', () =>
+      resolve({
+        ws,
+        messages,
+        closed,
+        send: (message) => ws.send(JSON.stringify(message)),
+        next: (type) => waitFor(() => messages.find((m) => m.type === type), `a ${type} message (got ${JSON.stringify(messages)})`),
+      }),
+    );
+  });
+}
+
+async function refused(promise: Promise<Socket>, status: number, code: string): Promise<void> {
+  try {
+    const socket = await promise;
+    socket.ws.close();
+    assert.unreachable(`expected the upgrade to be refused with ${status} ${code}`);
+  } catch (error) {
+    const e = error as { status?: number; body?: { code?: string } };
+    assert.is(e.status, status, String(error));
+    assert.is(e.body?.code, code);
+  }
+}
+
+const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin) => connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin);
+const controlUrl = () => `${server.url.replace(/^http/, 'ws')}/v1/runtime/control`;
+const controlToken = async (page: RuntimeClient): Promise<string> => String((await jsonOf(await page.controlToken())).controlToken);
+
+test('the runtime socket refuses what the fence refuses, at the upgrade', async () => {
+  const page = await (await ida.runtime(env)).open();
+  await refused(connect(page.socketUrl(), ['registry.v1.json'], env.origin), 401, 'runtime_token_invalid');
+  await refused(runtimeSocket(page, page.accessToken, 'https://evil.example'), 403, 'runtime_origin_mismatch');
+  await refused(runtimeSocket(page, await controlToken(page)), 401, 'runtime_token_invalid');
+  await refused(connect(page.socketUrl().replace(/leaseVersion=\d+/, 'leaseVersion=99'), RuntimeClient.subprotocols(page.accessToken), env.origin), 409, 'runtime_lease_stale');
+  await refused(connect(page.socketUrl().replace(/&lease=[^&]+/, ''), RuntimeClient.subprotocols(page.accessToken), env.origin), 400, 'runtime_lease_required');
+  const standby = await ida.runtime(env);
+  await standby.createSession();
+  standby.lease = page.lease;
+  await refused(runtimeSocket(standby), 409, 'runtime_session_standby');
+  const thief = await jon.runtime(env);
+  thief.sessionId = page.sessionId;
+  thief.lease = page.lease;
+  await refused(runtimeSocket(thief), 404, 'runtime_session_not_found');
+  await page.release();
+});
+
+test('an active page: ready, presence through the session actor, presence list and hints, ping', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  const ready = await socket.next('ready');
+  assert.equal(ready, { type: 'ready', sessionId: page.sessionId, leaseVersion: page.lease!.leaseVersion, actorId: ready.actorId });
+  socket.send({ type: 'presence.update', state: 'away', ref: 'p1' });
+  assert.equal(await socket.next('presence.updated'), { type: 'presence.updated', state: 'away', ref: 'p1' });
+  const committed = await server.services.host.readCommitted('runtime-session', page.sessionId!);
+  assert.is((committed!.state as { context: { presence: { state: string } } }).context.presence.state, 'away', 'the session actor committed it');
+
+  const jonPage = await (await jon.runtime(env)).open();
+  const jonSocket = await runtimeSocket(jonPage);
+  await jonSocket.next('ready');
+  clock.advance(200);
+  await socket.next('hint');
+  socket.send({ type: 'presence.list', ref: 'l1' });
+  const snapshot = await socket.next('presence.snapshot');
+  const states = (snapshot.members as Array<{ state: string }>).map((m) => m.state).sort();
+  assert.equal(states, ['available', 'away']);
+  socket.send({ type: 'ping', ref: 'x' });
+  assert.equal(await socket.next('pong'), { type: 'pong', ref: 'x' });
+  socket.send({ type: 'presence.update', state: 'asleep' });
+  assert.is((await socket.next('error')).code, 'validation_failed');
+  socket.ws.close();
+  jonSocket.ws.close();
+  await jonPage.release();
+  await page.release();
+});
+
+test('a superseded page is told and its socket closed with 4409; the open socket keeps the lease alive', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  await socket.next('ready');
+  // Three lease lifetimes pass; the open socket renews, so the page stays active.
+  for (let i = 0; i < 9; i++) {
+    clock.advance(10_000);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.is((await jsonOf(await page.read())).status, 'active');
+  await (await ida.runtime(env)).open();
+  assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'superseded' });
+  assert.is((await socket.closed).code, 4409);
+  clock.advance(60_000);
+});
+
+test('the control channel: control token only, read-only, streams activity; open to standby and superseded sessions', async () => {
+  const page = await ida.runtime(env);
+  await page.createSession();
+  const token = await controlToken(page);
+  await refused(connect(controlUrl(), RuntimeClient.subprotocols(page.accessToken), env.origin), 401, 'runtime_token_invalid');
+  await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), 'https://evil.example'), 403, 'runtime_origin_mismatch');
+  const control = await connect(controlUrl(), RuntimeClient.subprotocols(token), env.origin);
+  const first = await control.next('session.activity');
+  assert.is(first.status, 'standby');
+  assert.is(first.reason, 'connected');
+  await page.activate();
+  await waitFor(() => control.messages.find((m) => m.reason === 'activated'), 'the activation');
+  await (await ida.runtime(env)).open();
+  await waitFor(() => control.messages.find((m) => m.status === 'superseded'), 'the supersession');
+  assert.is(control.ws.readyState, WebSocket.OPEN, 'a superseded session keeps its control channel');
+
+  // Any client message closes a read-only channel; presence is not served there.
+  control.send({ type: 'presence.update', state: 'away' });
+  assert.is((await control.closed).code, 1008);
+  clock.advance(60_000);
+});
+
+test('a sign-in that ends without a logout (the device signs out, raising the epoch) closes the socket at the next renewal round', async () => {
+  const page = await (await jon.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  await socket.next('ready');
+  const out = await jon.device.request(server.url, 'POST', '/v1/account/sign-out');
+  assert.is(out.status, 204, await out.clone().text());
+  clock.advance(10_000);
+  assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'revoked' });
+  assert.is((await socket.closed).code, 4401);
+});
+
+test('browser SSO logout: control channels hear browser.signed_out and close 4401; runtime sockets close 4401', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  await socket.next('ready');
+  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  await control.next('session.activity');
+  const out = await logoutBrowser(server.url, ida);
+  assert.is(out.status, 200, await out.clone().text());
+  assert.is((await control.next('browser.signed_out')).sessionId, page.sessionId);
+  assert.is((await control.closed).code, 4401);
+  assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'revoked' });
+  assert.is((await socket.closed).code, 4401);
+});
+
+test.run();
