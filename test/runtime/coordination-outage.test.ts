@@ -4,7 +4,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { RuntimeClient } from '../../client/runtime-client.js';
+import WebSocket from 'ws';
+import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../../storage/embedded-postgres.js';
 import { jsonOf } from '../support/http.js';
@@ -14,8 +15,9 @@ import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
- * The Runtime plane fails closed when Postgres is gone: every Runtime call answers 503 `runtime_coordination_unavailable`
- * (with Retry-After) within seconds, nobody is admitted meanwhile, and the server serves again once Postgres returns.
+ * The Runtime plane fails closed when Postgres is gone: every Runtime call (HTTP, and the upgrades of both sockets)
+ * answers 503 `runtime_coordination_unavailable` (with Retry-After) within seconds, nobody is admitted meanwhile, and
+ * the server serves again once Postgres returns.
  *
  * This file runs its own embedded Postgres (not the runner's shared cluster) because it stops and kills it: once
  * gracefully (fast shutdown, which ends every connection with an error) and once by SIGKILL of the postmaster (a crash:
@@ -43,6 +45,8 @@ let standby: RuntimeClient;
 let fresh: RuntimeClient;
 /** A grant issued to `active` before the outage. */
 let issued: { grant: string; grantId: string };
+/** A control token of `active`'s session, issued before the outage. */
+let controlToken: string;
 const pgLog: string[] = [];
 
 async function startPostgres(port?: number): Promise<RunningPostgres> {
@@ -65,6 +69,30 @@ const introspect = (token: string) =>
     body: JSON.stringify({ grant: token, endpoint: ENDPOINT }),
   });
 
+/**
+ * A WebSocket upgrade as a Response: a refused upgrade is an HTTP answer (status, headers, Problem body); an accepted
+ * one is closed at once and reported as an error, since nothing should be admitted during an outage.
+ */
+function upgrade(url: string, protocols: string[], origin: string): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols, { origin });
+    ws.on('unexpected-response', (_req, res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) if (typeof value === 'string') headers.set(name, value);
+        resolve(new Response(Buffer.concat(chunks), { status: res.statusCode ?? 0, headers }));
+      });
+    });
+    ws.on('open', () => {
+      ws.close();
+      reject(new Error(`the upgrade to ${new URL(url).pathname} was accepted`));
+    });
+    ws.on('error', reject);
+  });
+}
+
 /** Every Runtime call the outage must refuse, each from the page it belongs to. */
 const runtimeCalls: ReadonlyArray<readonly [string, () => Promise<Response>]> = [
   ['create session', () => fresh.createSession()],
@@ -78,6 +106,9 @@ const runtimeCalls: ReadonlyArray<readonly [string, () => Promise<Response>]> = 
   ['revoke grant', () => fetch(`${server.url}/v1/runtime/environment-backend/grants/${issued.grantId}`, { method: 'DELETE', headers: active.headers() })],
   ['control token', () => active.controlToken()],
   ['release', () => standby.release()],
+  ['plugin settings (fenced)', () => active.fenced('/v1/runtime/plugins/plg_media/settings')],
+  ['runtime socket upgrade', () => upgrade(active.socketUrl(), RuntimeClient.subprotocols(active.accessToken), active.origin)],
+  ['control socket upgrade', () => upgrade(`${server.url.replace(/^http/, 'ws')}/v1/runtime/control`, RuntimeClient.subprotocols(controlToken), active.origin)],
 ];
 
 /** Runs one call, failing (rather than hanging) past HANG_MS; returns its response and how long it took. */
@@ -175,6 +206,9 @@ test.before(async () => {
   const made = await grant(active);
   assert.is(made.status, 201, await made.clone().text());
   issued = (await made.json()) as { grant: string; grantId: string };
+  const control = await active.controlToken();
+  assert.is(control.status, 200, await control.clone().text());
+  controlToken = String((await jsonOf(control)).controlToken);
 });
 
 test.after(async () => {
