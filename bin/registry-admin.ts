@@ -15,6 +15,9 @@ Commands:
   environment list
   environment backend --id <id> --endpoint <https://…> --scope <scope> [--scope <scope> …]
       Declare the Environment's backend: the one endpoint its Backend Grants are for, and the scopes they may carry.
+  plugin install --environment <id> --plugin <pluginId>
+      Install a Plugin the registry carries (e.g. plg_media) in an Environment (audited as plugin.install).
+  plugin list --environment <id>
   admin grant --handle <handle> --reason <text>
       Grant platform admin to an existing account (audited as platform.admin.grant).
   accounts list
@@ -43,6 +46,8 @@ async function main(argv: readonly string[]): Promise<number> {
       endpoint: { type: 'string' },
       scope: { type: 'string', multiple: true },
       handle: { type: 'string' },
+      environment: { type: 'string' },
+      plugin: { type: 'string' },
       reason: { type: 'string' },
       target: { type: 'string' },
       limit: { type: 'string' },
@@ -94,6 +99,12 @@ async function main(argv: readonly string[]): Promise<number> {
       break;
     case 'environment backend':
       result = await call('PUT', `/registry/environments/${encodeURIComponent(need('id'))}/backend`, { endpoint: need('endpoint'), scopes: values.scope ?? [] });
+      break;
+    case 'plugin install':
+      result = await call('PUT', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins/${encodeURIComponent(need('plugin'))}`);
+      break;
+    case 'plugin list':
+      result = await call('GET', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins`);
       break;
     case 'admin grant':
       result = await call('PUT', `/registry/accounts/${encodeURIComponent(need('handle'))}/platform-admin`, { reason: need('reason') });

@@ -142,19 +142,20 @@ export class BackendGrants {
 
   /** Revokes one grant of the caller's session; false when the session holds no such grant. */
   async revoke(caller: RuntimeCaller, sessionId: string, grantId: string): Promise<boolean> {
-    const result = await coordinated(() =>
-      this.db
+    // Both statements inside: Postgres lost between them is an outage (503), not an internal error.
+    return coordinated(async () => {
+      const result = await this.db
         .updateTable('environment_backend_grants')
         .set({ revoked_at: new Date(this.clock.now()), revoked_reason: 'revoked' })
         .where('id', '=', grantId)
         .where('session_id', '=', sessionId)
         .where('account_id', '=', caller.accountId)
         .where('revoked_at', 'is', null)
-        .executeTakeFirst(),
-    );
-    if (Number(result.numUpdatedRows) > 0) return true;
-    const exists = await this.db.selectFrom('environment_backend_grants').select('id').where('id', '=', grantId).where('session_id', '=', sessionId).where('account_id', '=', caller.accountId).executeTakeFirst();
-    return exists !== undefined;
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) > 0) return true;
+      const exists = await this.db.selectFrom('environment_backend_grants').select('id').where('id', '=', grantId).where('session_id', '=', sessionId).where('account_id', '=', caller.accountId).executeTakeFirst();
+      return exists !== undefined;
+    });
   }
 
   /**

@@ -9,6 +9,8 @@ export const CONTROL_TOKEN_TTL_S = 5 * 60;
 
 export interface ControlClaims {
   readonly sessionId: string;
+  /** The sign-in (OAuth grant) the token was issued under: the channel checks it online, as every Runtime call does. */
+  readonly grantId: string;
   readonly accountId: string;
   readonly environmentId: string;
   readonly origin: string;
@@ -27,7 +29,7 @@ export class ControlTokens {
 
   issue(caller: RuntimeCaller, sessionId: string): Promise<{ token: string; expiresAt: number }> {
     return this.keys.sign(
-      { sub: caller.accountId, rts: sessionId, env: caller.environmentId, origin: caller.origin },
+      { sub: caller.accountId, sid: caller.grantId, rts: sessionId, env: caller.environmentId, origin: caller.origin },
       { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, expiresInSeconds: CONTROL_TOKEN_TTL_S, clock: this.clock },
     );
   }
@@ -36,8 +38,8 @@ export class ControlTokens {
   async verify(token: string): Promise<ControlClaims | undefined> {
     try {
       const p = await this.keys.verify(token, { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, clock: this.clock });
-      if (typeof p.sub !== 'string' || typeof p.rts !== 'string' || typeof p.env !== 'string' || typeof p.origin !== 'string') return undefined;
-      return { sessionId: p.rts, accountId: p.sub, environmentId: p.env, origin: p.origin };
+      if (typeof p.sub !== 'string' || typeof p.sid !== 'string' || typeof p.rts !== 'string' || typeof p.env !== 'string' || typeof p.origin !== 'string') return undefined;
+      return { sessionId: p.rts, grantId: p.sid, accountId: p.sub, environmentId: p.env, origin: p.origin };
     } catch {
       return undefined;
     }

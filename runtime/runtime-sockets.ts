@@ -5,6 +5,7 @@ import { HttpError } from '../transport/http/errors.js';
 import { bearerFromSubprotocols } from '../transport/ws/codecs.js';
 import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
 import type { ControlTokens } from './control-tokens.js';
+import { coordinated } from './coordination.js';
 import type { RuntimeActivity, RuntimeActivityEvent } from './runtime-activity.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 import {
@@ -134,6 +135,17 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   const renewEvery = Math.max(1_000, Math.floor(sessions.leaseTtlMs / 3));
   const renewAll = (): void => {
     const seen = new Set<string>();
+    // A sign-in can end without the session (a device removed raises the account epoch): such sockets go too.
+    const grants = new Map<string, RuntimeConn[]>();
+    for (const conn of open) grants.set(conn.user.caller.grantId, [...(grants.get(conn.user.caller.grantId) ?? []), conn]);
+    for (const [grantId, conns] of grants) {
+      deps.tokens.signInLive(grantId).then(
+        (live) => {
+          if (!live) for (const c of conns) endLease(c, 'revoked');
+        },
+        (err: unknown) => deps.warn({ err }, 'sign-in check failed; retrying next round'),
+      );
+    }
     for (const conn of open) {
       const { caller, sessionId, leaseId } = conn.user;
       if (seen.has(sessionId)) continue;
@@ -227,6 +239,11 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       const origin = upgrade.headers.origin;
       if (origin !== claims.origin) {
         throw new HttpError(403, 'runtime_origin_mismatch', 'the control token is bound to another origin', { family: 'runtime' });
+      }
+      // Online, like every Runtime call: without it the channel would be admitted from memory alone, after its
+      // sign-in ended or while the stores cannot answer (then 503 runtime_coordination_unavailable: nobody admitted).
+      if (!(await coordinated(() => deps.tokens.signInLive(claims.grantId)))) {
+        throw new HttpError(401, 'runtime_authorization_expired', 'the sign-in behind this control token has ended; sign in to the Environment again', { family: 'runtime' });
       }
       const owner = { accountId: claims.accountId, environmentId: claims.environmentId, origin: claims.origin };
       await sessions.liveSession(owner, claims.sessionId);

@@ -11,6 +11,7 @@ import { EvictionQuota } from './eviction-quota.js';
 import { RuntimeActivity } from './runtime-activity.js';
 import { RuntimeSessions } from './runtime-sessions.js';
 import { runtimeSockets } from './runtime-sockets.js';
+import { buildRuntimeAsyncApi } from './runtime.asyncapi.js';
 import { RuntimeTokens } from './runtime-tokens.js';
 
 const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
@@ -88,9 +89,11 @@ export function runtimeFeature(): ServerParts {
         messagesPerMinute: config.runtimeSocketMessagesPerMinute,
         warn: (details, message) => log.warn(details, message),
       });
+      let asyncApiText: string | undefined;
+      const asyncApi = (): string => (asyncApiText ??= JSON.stringify(buildRuntimeAsyncApi(new URL(publicUrl()).host)));
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
       return {
-        routes: [...runtimeSessionRoutes({ sessions, controlTokens }), ...environmentBackendRoutes({ grants: backendGrants, sessions })],
+        routes: [...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }), ...environmentBackendRoutes({ grants: backendGrants, sessions })],
         opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
         verifiers,
         stop: async () => sockets?.stop(),

@@ -21,6 +21,8 @@ export interface Database {
   runtime_session_browsers: RuntimeSessionBrowserTable;
   environment_backends: EnvironmentBackendTable;
   environment_backend_grants: EnvironmentBackendGrantTable;
+  plugin_installations: PluginInstallationTable;
+  plugin_settings: PluginSettingTable;
 }
 
 export interface SigningKeyTable {
@@ -243,4 +245,27 @@ export interface EnvironmentBackendGrantTable {
   expires_at: Instant;
   revoked_at: NullableInstant;
   revoked_reason: string | null;
+}
+
+/** A Plugin installed in an Environment: it runs the release of the code-level catalog (`plugins/plugin-catalog.ts`). */
+export interface PluginInstallationTable {
+  environment_id: string;
+  plugin_id: string;
+  /** `operator:<name>`, as in the audit trail. */
+  installed_by: string;
+  installed_at: Instant;
+}
+
+/** One persisted settings leaf of one layer (see migration 0006 for who owns which layer). */
+export interface PluginSettingTable {
+  plugin_id: string;
+  layer: 'environment' | 'user' | 'user_environment';
+  /** '' for the `user` layer. */
+  environment_id: string;
+  /** '' for the `environment` layer. */
+  account_id: string;
+  setting: string;
+  /** As written; it may no longer satisfy the installed schema, so readers validate it. */
+  value: Json<unknown>;
+  updated_at: Instant;
 }

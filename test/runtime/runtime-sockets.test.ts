@@ -166,6 +166,20 @@ test('the control channel: control token only, read-only, streams activity; open
   clock.advance(60_000);
 });
 
+test('a sign-in that ends without a logout (the device signs out, raising the epoch) closes the socket at the next renewal round', async () => {
+  const page = await (await jon.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  await socket.next('ready');
+  const token = await controlToken(page);
+  const out = await jon.device.request(server.url, 'POST', '/v1/account/sign-out');
+  assert.is(out.status, 204, await out.clone().text());
+  clock.advance(10_000);
+  assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'revoked' });
+  assert.is((await socket.closed).code, 4401);
+  // The control channel checks the same sign-in online at its upgrade: the unexpired control token no longer opens it.
+  await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), env.origin), 401, 'runtime_authorization_expired');
+});
+
 test('browser SSO logout: control channels hear browser.signed_out and close 4401; runtime sockets close 4401', async () => {
   const page = await (await ida.runtime(env)).open();
   const socket = await runtimeSocket(page);

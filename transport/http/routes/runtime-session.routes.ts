@@ -60,7 +60,7 @@ export const CONTROL_CHANNEL_PATH = '/v1/runtime/control';
  * (`runtime_session_not_found`, `runtime_session_ended`), quota (429 `runtime_eviction_quota_exceeded`), coordination
  * (503 `runtime_coordination_unavailable`).
  */
-export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlTokens: ControlTokens }): AnyRoute[] {
+export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlTokens: ControlTokens; asyncApi: () => string }): AnyRoute[] {
   const common = { tags: ['Runtime'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
   const view = async (caller: RuntimeCaller, state: RuntimeSessionState) => {
     const { context, status, lease } = state;
@@ -77,6 +77,17 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
   };
   const responses = { 200: { description: 'The session.', schema: RuntimeSessionResponse } } as const;
   return [
+    defineRoute({
+      tags: ['Runtime'],
+      errorFormat: 'problem',
+      operationId: 'getRuntimeAsyncApi',
+      method: 'get',
+      path: '/v1/runtime/asyncapi.json',
+      summary: 'AsyncAPI 3.0.0 description of the runtime WebSocket and the control channel',
+      credential: 'none',
+      responses: { 200: { description: 'The AsyncAPI document.', text: { mediaType: 'application/vnd.aai.asyncapi+json' } } },
+      handler: async () => ({ status: 200, body: deps.asyncApi() }),
+    }),
     defineRoute({
       ...common,
       operationId: 'createRuntimeSession',

@@ -1,0 +1,28 @@
+import { mediaPlugin } from './media/media.plugin.js';
+import type { SettingsSchema } from './settings/settings-schema.js';
+
+/**
+ * The Plugins this registry carries in code, one release each. An Environment that installs a Plugin runs the
+ * release listed here: upgrading the server upgrades every installation's settings schema, which is why persisted
+ * settings are checked against it again whenever they are read.
+ */
+export interface PluginRelease {
+  /** `plg_<slug>`: stable across releases. */
+  readonly pluginId: string;
+  readonly slug: string;
+  readonly name: string;
+  readonly version: string;
+  readonly settingsSchema: SettingsSchema;
+}
+
+export const PLUGIN_ID = /^plg_[a-z0-9][a-z0-9_]{0,59}$/;
+
+const catalog: ReadonlyMap<string, PluginRelease> = new Map([mediaPlugin].map((release) => [release.pluginId, release]));
+
+export function pluginRelease(pluginId: string): PluginRelease | undefined {
+  return catalog.get(pluginId);
+}
+
+export function pluginReleases(): readonly PluginRelease[] {
+  return [...catalog.values()];
+}

@@ -1,0 +1,24 @@
+import { identityServices } from '../identity/identity.feature.js';
+import type { ServerParts } from '../server/server.js';
+import { pluginSettingsRoutes } from '../transport/http/routes/plugin-settings.routes.js';
+import { pluginInstallationRoutes } from '../transport/ops/plugin-installations.routes.js';
+import { PluginInstallations } from './plugin-installations.js';
+import { PluginSettings } from './settings/plugin-settings.js';
+
+/**
+ * Plugins installed per Environment (by operators, until the API has an install operation) and their settings on the
+ * Runtime plane. Built on identity: the Environment's owner holds its derived admin role, which writes the
+ * `environment` layer.
+ */
+export const pluginsFeature: ServerParts = {
+  build: async (services) => {
+    const { storage, clock } = services;
+    const { directory } = await identityServices(services);
+    const installations = new PluginInstallations(storage.db, clock);
+    const settings = new PluginSettings(storage.db, clock, async (environmentId) => (await directory.environment(environmentId))?.ownerAccountId);
+    return {
+      routes: pluginSettingsRoutes({ installations, settings }),
+      opsRoutes: pluginInstallationRoutes({ installations }),
+    };
+  },
+};

@@ -1,0 +1,134 @@
+import * as z from 'zod';
+import { API_VERSION } from '../transport/http/openapi.js';
+import { ControlServerMessage, RuntimeClientMessage, RuntimeCloseCode, RuntimeServerMessage } from './runtime-socket.messages.js';
+import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
+
+type Json = Record<string, unknown>;
+type Union = z.ZodDiscriminatedUnion<readonly z.ZodObject[]>;
+
+/** AsyncAPI's default schema format is a superset of JSON Schema draft 07. */
+function payload(schema: z.ZodType): Json {
+  const json = z.toJSONSchema(schema, { target: 'draft-7', io: 'output' }) as Json;
+  delete json.$schema;
+  return json;
+}
+
+/** `presence.update` → `presenceUpdate`: message keys must be identifiers. */
+const keyOf = (type: string): string => type.replace(/[._]([a-z])/g, (_, c: string) => c.toUpperCase());
+
+function messages(union: Union, prefix: string): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const option of union.options) {
+    const type = (option.shape as { type: z.ZodLiteral<string> }).type.value;
+    out[`${prefix}${keyOf(type).replace(/^./, (c) => c.toUpperCase())}`] = {
+      name: type,
+      title: type,
+      ...(option.description ? { summary: option.description } : {}),
+      payload: payload(option),
+    };
+  }
+  return out;
+}
+
+const CLOSE_CODES =
+  'Close codes: 1000 normal; 1001 server shutting down (reconnect); 1003 frame type not that of the negotiated codec; ' +
+  '1007 undecodable message; 1008 a client message on a read-only channel; 1009 message too large; 1011 internal ' +
+  `error; 4008 slow consumer; 4029 over the message rate; ${RuntimeCloseCode.revoked} revoked (browser logout); ` +
+  `${RuntimeCloseCode.superseded} superseded (another Runtime of the person took the lease); ${RuntimeCloseCode.released} ` +
+  `session released; ${RuntimeCloseCode.lapsed} the lease lapsed.`;
+
+/**
+ * The AsyncAPI 3.0.0 description of the Runtime plane's WebSockets, built from the same zod schemas that validate the
+ * messages, so the document and the server cannot disagree.
+ */
+export function buildRuntimeAsyncApi(serverHost: string): Json {
+  const runtimeIn = messages(RuntimeClientMessage, 'client');
+  const runtimeOut = messages(RuntimeServerMessage, 'server');
+  const controlOut = messages(ControlServerMessage, 'control');
+  const all = { ...runtimeIn, ...runtimeOut, ...controlOut };
+  const refs = (names: string[]): Json => Object.fromEntries(names.map((n) => [n, { $ref: `#/components/messages/${n}` }]));
+  const operation = (action: 'send' | 'receive', channel: string, names: string[], summary: string): Json => ({
+    action,
+    channel: { $ref: `#/channels/${channel}` },
+    summary,
+    messages: names.map((n) => ({ $ref: `#/channels/${channel}/messages/${n}` })),
+  });
+  const codecs =
+    'Codec by subprotocol: `registry.v1.json` (text frames) or `registry.v1.msgpack` (binary frames); a client offering ' +
+    'none gets JSON. Browsers offer the bearer as one more subprotocol, `registry.bearer.<token>`; it is never echoed.';
+  return {
+    asyncapi: '3.0.0',
+    info: {
+      title: 'Registry Runtime WebSockets',
+      version: API_VERSION,
+      description:
+        'The runtime WebSocket of active Runtime sessions (lease-fenced presence, and the place realtime hints flow) and ' +
+        'the read-only control channel of any live session. ' +
+        codecs +
+        ' ' +
+        CLOSE_CODES,
+    },
+    servers: {
+      registry: {
+        host: serverHost,
+        protocol: 'wss',
+        description: 'The registry gateway (uWebSockets.js).',
+        security: [{ $ref: '#/components/securitySchemes/subprotocolBearer' }],
+      },
+    },
+    defaultContentType: 'application/json',
+    channels: {
+      runtime: {
+        address: RUNTIME_SOCKET_PATH,
+        title: 'Runtime socket',
+        description:
+          'For an active session, admitted only with its current lease. While open it renews the lease. When the lease ' +
+          'moves the server sends `lease.ended` and closes with the matching code. Every message is checked against the ' +
+          'lease first. Bearer: the runtime access token. `Origin` must be the Environment origin.',
+        servers: [{ $ref: '#/servers/registry' }],
+        messages: refs([...Object.keys(runtimeIn), ...Object.keys(runtimeOut)]),
+        bindings: {
+          ws: {
+            method: 'GET',
+            query: {
+              type: 'object',
+              required: ['session', 'lease', 'leaseVersion'],
+              properties: {
+                session: { type: 'string', description: 'The Runtime session id (`rts_…`).' },
+                lease: { type: 'string', description: 'The lease id from the activation (`lse_…`).' },
+                leaseVersion: { type: 'string', pattern: '^[1-9][0-9]*$', description: 'The lease version from the activation.' },
+              },
+            },
+            bindingVersion: '0.1.0',
+          },
+        },
+      },
+      control: {
+        address: CONTROL_SOCKET_PATH,
+        title: 'Control channel',
+        description:
+          'Read-only, for a session in any live state (standby, active, superseded), with a control token from ' +
+          '`POST /v1/runtime/control-token`. It streams the session\'s activity and browser-wide sign-out. Any client ' +
+          'message closes it with 1008, so it cannot be used for presence or plugin APIs.',
+        servers: [{ $ref: '#/servers/registry' }],
+        messages: refs(Object.keys(controlOut)),
+      },
+    },
+    operations: {
+      ...Object.fromEntries(Object.keys(runtimeIn).map((n) => [`receive${n.slice('client'.length)}`, operation('receive', 'runtime', [n], `The client sends ${(all[n] as { name: string }).name}.`)])),
+      ...Object.fromEntries(Object.keys(runtimeOut).map((n) => [`send${n.slice('server'.length)}`, operation('send', 'runtime', [n], `The server sends ${(all[n] as { name: string }).name}.`)])),
+      ...Object.fromEntries(Object.keys(controlOut).map((n) => [`sendControl${n.slice('control'.length)}`, operation('send', 'control', [n], `The control channel sends ${(all[n] as { name: string }).name}.`)])),
+    },
+    components: {
+      messages: all,
+      securitySchemes: {
+        subprotocolBearer: {
+          type: 'httpApiKey',
+          name: 'Sec-WebSocket-Protocol',
+          in: 'header',
+          description: 'The bearer offered as the subprotocol `registry.bearer.<token>` (or, outside browsers, `Authorization: Bearer <token>`).',
+        },
+      },
+    },
+  };
+}

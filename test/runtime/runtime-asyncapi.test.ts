@@ -1,0 +1,54 @@
+import { DiagnosticSeverity, Parser } from '@asyncapi/parser';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { RuntimeClientMessage, RuntimeServerMessage } from '../../runtime/runtime-socket.messages.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { startTestServer } from '../support/server.js';
+
+/**
+ * The AsyncAPI document of the runtime sockets, as served, passes what `asyncapi validate` checks: the CLI's validate
+ * command is this parser's `validate`, failing on any diagnostic of error severity (warnings are held to zero too).
+ */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts);
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+test('GET /v1/runtime/asyncapi.json is a valid AsyncAPI 3.0.0 document', async () => {
+  const res = await fetch(`${server.url}/v1/runtime/asyncapi.json`);
+  assert.is(res.status, 200);
+  assert.is(res.headers.get('content-type'), 'application/vnd.aai.asyncapi+json');
+  const text = await res.text();
+  const document = JSON.parse(text) as { asyncapi: string; channels: Record<string, { address: string }> };
+  assert.is(document.asyncapi, '3.0.0');
+  assert.equal(Object.values(document.channels).map((c) => c.address).sort(), ['/v1/runtime/control', '/v1/runtime/socket']);
+  const diagnostics = await new Parser().validate(text, { source: 'asyncapi.json' });
+  const serious = diagnostics.filter((d) => d.severity === DiagnosticSeverity.Error || d.severity === DiagnosticSeverity.Warning);
+  assert.equal(serious.map((d) => `${String(d.code)} /${d.path.join('/')}: ${d.message}`), []);
+});
+
+test('every message the server validates or sends is in the document', async () => {
+  const document = (await (await fetch(`${server.url}/v1/runtime/asyncapi.json`)).json()) as { components: { messages: Record<string, { name: string }> } };
+  const names = new Set(Object.values(document.components.messages).map((m) => m.name));
+  for (const option of [...RuntimeClientMessage.options, ...RuntimeServerMessage.options]) {
+    assert.ok(names.has(option.shape.type.value), option.shape.type.value);
+  }
+});
+
+test('a broken document fails the same check (the check is not vacuous)', async () => {
+  const text = await (await fetch(`${server.url}/v1/runtime/asyncapi.json`)).text();
+  const broken = JSON.parse(text) as { operations: Record<string, { channel: { $ref: string } }> };
+  Object.values(broken.operations)[0]!.channel.$ref = '#/channels/nowhere';
+  const diagnostics = await new Parser().validate(JSON.stringify(broken));
+  assert.ok(diagnostics.some((d) => d.severity === DiagnosticSeverity.Error));
+});
+
+test.run();

@@ -1,0 +1,209 @@
+import type { Logger } from 'pino';
+import * as z from 'zod';
+import { PLUGIN_ID, type PluginRelease } from '../../../plugins/plugin-catalog.js';
+import type { PluginInstallations } from '../../../plugins/plugin-installations.js';
+import type { PluginSettings, SettingsCaller } from '../../../plugins/settings/plugin-settings.js';
+import type { ResolvedSettings } from '../../../plugins/settings/settings-layers.js';
+import { SETTINGS_LAYERS, WRITABLE_LAYERS } from '../../../plugins/settings/settings-schema.js';
+import { coordinated } from '../../../runtime/coordination.js';
+import { apiSchema } from '../api-schemas.js';
+import { principalAs, type Principal } from '../credentials.js';
+import { HttpError } from '../errors.js';
+import { defineRoute, type AnyRoute } from '../route.js';
+import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
+
+export interface PluginSettingsDependencies {
+  readonly installations: PluginInstallations;
+  readonly settings: PluginSettings;
+}
+
+const SETTING_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+const SettingValue = z.union([z.number(), z.boolean(), z.string().max(4096)]);
+const LayerValues = z.record(z.string(), SettingValue);
+const Layer = z.enum(SETTINGS_LAYERS);
+const WritableLayer = z.enum(WRITABLE_LAYERS);
+
+const PluginSettingsResponse = apiSchema(
+  'PluginSettings',
+  z.strictObject({
+    pluginId: z.string(),
+    schemaVersion: z.string().describe('Version of the installed settings schema every delivered leaf satisfies (Media: `1.0.0`).'),
+    resolved: LayerValues.describe('The winning value of every setting that has one. `session` settings never appear: they are never stored.'),
+    layers: z
+      .strictObject({
+        plugin_default: LayerValues.describe('The defaults of the installed schema.'),
+        environment: LayerValues.describe("Set by the Environment's admin (its owner) for everyone in it."),
+        user: LayerValues.describe("The caller's own, in every Environment."),
+        user_environment: LayerValues.describe("The caller's own, in this Environment only."),
+      })
+      .describe('Exactly the inputs of resolution. A persisted leaf that no longer satisfies the installed schema is not among them.'),
+    provenance: z.record(z.string(), Layer).describe('For every member of `resolved`, the layer it came from.'),
+    etag: z.string().describe('The aggregate tag, identical to the `ETag` header; send it as `If-Match` to write.'),
+  }),
+  "A person's settings of one installed Plugin in the Environment of their Runtime.",
+);
+
+const PluginSettingsWriteRequest = apiSchema(
+  'PluginSettingsWriteRequest',
+  z.strictObject({
+    layer: WritableLayer.describe('The layer to change. `environment` needs the Environment admin role.'),
+    settings: z
+      .record(z.string().regex(SETTING_NAME), SettingValue)
+      .refine((settings) => Object.keys(settings).length > 0, 'name at least one setting')
+      .refine((settings) => Object.keys(settings).length <= 64, 'at most 64 settings')
+      .meta({ minProperties: 1, maxProperties: 64 })
+      .describe('The leaves to set in that layer. Other leaves of the layer stay; nothing is copied from other layers.'),
+  }),
+);
+
+const Params = z.strictObject({ pluginId: z.string().regex(PLUGIN_ID).describe('The Plugin, e.g. `plg_media`.') });
+
+const ClearQuery = z.strictObject({
+  layer: WritableLayer.describe('The layer to clear.'),
+  setting: z
+    .union([z.string().regex(SETTING_NAME), z.array(z.string().regex(SETTING_NAME)).min(1).max(64)])
+    .optional()
+    .describe('Clear only these settings of the layer (repeat the parameter for several); the whole layer when absent.'),
+});
+
+const ETAG_HEADER = { ETag: { description: 'The aggregate settings tag (strong), equal to the body\'s `etag`.', schema: z.string() } };
+
+const IF_MATCH_HEADER = {
+  'If-Match': {
+    description: 'The aggregate tag of the settings this write is based on (the `ETag` of the last read or write).',
+    required: true,
+    schema: z.string(),
+  },
+};
+
+const WRITE_RULES =
+  'Needs `If-Match` with the current aggregate tag: missing (or `*`) is `428 if_match_required`, a tag that is no ' +
+  'longer current `412 settings_tag_mismatch` (its `ETag` header carries the current tag); of two writers holding the ' +
+  'same tag exactly one succeeds. Only the caller\'s own `user` and `user_environment` layers, and the `environment` ' +
+  'layer for the Environment\'s admin (its owner; `403 environment_admin_required` otherwise), can be changed. Each ' +
+  'setting is accepted only at the scopes its schema allows: `422` with `setting_unknown`, `setting_session_scoped` ' +
+  '(a `session` setting such as Media\'s `inputDeviceId` is never stored), `setting_scope_not_allowed` (e.g. Media\'s ' +
+  '`volume` at `environment`) or `setting_value_invalid`, the code of the first refusal in that order, and every ' +
+  'refused setting by JSON Pointer in `errors`. Persistent `user` and `user_environment` writes need an account; ' +
+  'every Runtime caller has one (the registry issues no guest Runtime credential).';
+
+/** The Runtime plane's Plugin settings: resolve, set leaves of a layer, clear a layer. */
+export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute[] {
+  const common = {
+    tags: ['Runtime'],
+    path: '/v1/runtime/plugins/{pluginId}/settings',
+    credential: 'runtimeActive',
+    errorFormat: 'problem',
+    params: Params,
+  } as const;
+  const write = { requestHeaders: IF_MATCH_HEADER, errors: [...PROBLEM_TABLE_STATUSES, 412, 428] } as const;
+  const context = async (principal: Principal, pluginId: string): Promise<{ caller: SettingsCaller; release: PluginRelease }> => {
+    const { caller } = principalAs(principal, 'runtimeActive');
+    const release = await coordinated(() => deps.installations.installed(caller.environmentId, pluginId));
+    if (!release) {
+      throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'runtime' });
+    }
+    return { caller: { accountId: caller.accountId, environmentId: caller.environmentId }, release };
+  };
+  return [
+    defineRoute({
+      ...common,
+      operationId: 'getRuntimePluginSettings',
+      method: 'get',
+      summary: 'Resolve the settings of an installed Plugin',
+      description:
+        'Active Runtime session and lease. The four layers, weakest first: `plugin_default` (the installed schema), ' +
+        '`environment`, `user` (the account, in every Environment), `user_environment` (the account in this ' +
+        'Environment). Every persisted leaf is validated against the installed schema on every read (known setting, ' +
+        'its type and bounds, a scope it is still allowed at); one that fails is never delivered. The `ETag` header ' +
+        'and `etag` are a digest of what is delivered. A Plugin this Environment has not installed is ' +
+        '`404 plugin_not_installed`.',
+      errors: PROBLEM_TABLE_STATUSES,
+      responses: { 200: { description: 'The resolved settings.', schema: PluginSettingsResponse, headers: ETAG_HEADER } },
+      handler: async ({ principal, params, logger }) => {
+        const { caller, release } = await context(principal, params.pluginId);
+        const settings = await coordinated(() => deps.settings.read(caller, release));
+        logSkipped(settings, logger);
+        return { status: 200, body: view(settings), headers: { etag: settings.etag } };
+      },
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'putRuntimePluginSettings',
+      method: 'put',
+      summary: 'Set settings in one layer',
+      description: `Merges the named leaves into one layer and answers the settings as they are now (200). ${WRITE_RULES}`,
+      ...write,
+      body: PluginSettingsWriteRequest,
+      maxBodyBytes: 16 * 1024,
+      responses: { 200: { description: 'Written; the settings after the write.', schema: PluginSettingsResponse, headers: ETAG_HEADER } },
+      handler: async ({ principal, params, headers, body, logger }) => {
+        const { caller, release } = await context(principal, params.pluginId);
+        const tags = expectedTags(headers);
+        const settings = await coordinated(() => deps.settings.write(caller, release, body, tags));
+        logSkipped(settings, logger);
+        return { status: 200, body: view(settings), headers: { etag: settings.etag } };
+      },
+    }),
+    defineRoute({
+      ...common,
+      operationId: 'deleteRuntimePluginSettings',
+      method: 'delete',
+      summary: 'Clear a layer, or settings of it',
+      description:
+        'Removes every leaf of `layer` (or only the `setting`s named) and answers the settings as they are now (200); ' +
+        `when nothing delivered was there, 204 with the unchanged \`ETag\`. ${WRITE_RULES}`,
+      ...write,
+      query: ClearQuery,
+      responses: {
+        200: { description: 'Cleared; the settings after it.', schema: PluginSettingsResponse, headers: ETAG_HEADER },
+        204: { description: 'The layer (or the named settings of it) was already empty.', headers: ETAG_HEADER },
+      },
+      handler: async ({ principal, params, headers, query, logger }) => {
+        const { caller, release } = await context(principal, params.pluginId);
+        const named = query.setting === undefined ? undefined : typeof query.setting === 'string' ? [query.setting] : query.setting;
+        const tags = expectedTags(headers);
+        const { changed, settings } = await coordinated(() => deps.settings.clear(caller, release, { layer: query.layer, ...(named ? { settings: named } : {}) }, tags));
+        logSkipped(settings, logger);
+        return changed ? { status: 200, body: view(settings), headers: { etag: settings.etag } } : { status: 204, body: undefined, headers: { etag: settings.etag } };
+      },
+    }),
+  ];
+}
+
+function view(settings: ResolvedSettings): z.input<typeof PluginSettingsResponse> {
+  const { pluginId, schemaVersion, resolved, layers, provenance, etag } = settings;
+  return { pluginId, schemaVersion, resolved, layers, provenance, etag };
+}
+
+/** Leaves skipped on read are data an older schema allowed: worth knowing about, never worth failing the read for. */
+function logSkipped(settings: ResolvedSettings, logger: Logger): void {
+  if (settings.skipped.length === 0) return;
+  logger.info({ pluginId: settings.pluginId, schemaVersion: settings.schemaVersion, skipped: settings.skipped.map((l) => `${l.layer}/${l.setting}`) }, 'persisted settings leaves fail the installed schema');
+}
+
+/** One entity tag of an `If-Match` list (RFC 9110 8.8.3): optional `W/`, then a quoted opaque string. */
+const ENTITY_TAG = /\s*(W\/)?("[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)/y;
+
+/**
+ * The strong tags of `If-Match`. A weak tag never matches (If-Match compares strongly), and `*` would let a write
+ * overwrite whatever is there, which is what the tag exists to prevent.
+ */
+function expectedTags(headers: Readonly<Record<string, string>>): string[] {
+  const header = headers['if-match']?.trim() ?? '';
+  if (header === '' || header === '*') {
+    throw new HttpError(428, 'if_match_required', 'send If-Match with the settings tag (the ETag of the last read or write)', { family: 'runtime' });
+  }
+  const tags: string[] = [];
+  ENTITY_TAG.lastIndex = 0;
+  while (ENTITY_TAG.lastIndex < header.length) {
+    const match = ENTITY_TAG.exec(header);
+    if (!match) {
+      throw new HttpError(400, 'if_match_invalid', 'If-Match must be a list of quoted entity tags', {
+        details: [{ pointer: '/If-Match', in: 'header', code: 'invalid', message: 'not a list of quoted entity tags' }],
+      });
+    }
+    if (!match[1]) tags.push(match[2]!);
+  }
+  return tags;
+}
