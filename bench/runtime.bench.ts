@@ -48,7 +48,7 @@
  * (c) Idle sockets. N people (BENCH_IDLE_PER_ENVIRONMENT per Environment, so presence hints do not fan out to all N),
  *     each with one standby session, made on a setup server process; then a fresh server process (same database, same
  *     issuer: both run with PUBLIC_BASE_URL=http://registry.bench.invalid so the tokens of one verify on the other)
- *     holds them, so its memory holds only what the measured steps bring. In about eight steps, a step's people
+ *     holds them, so its memory holds only what the measured steps bring. In four steps (at most 5,000), a step's people
  *     activate over HTTP and then open their runtime sockets from a holder process of its own (each loopback
  *     connection costs a descriptor on both sides, and each side has its own open-file limit); a socket counts once the
  *     server sent `ready` and it is still open a moment later. Server VmRSS (/proc/<pid>/status) is read after a forced
@@ -56,8 +56,8 @@
  *     batches ÷ sockets is the resident memory per socket, the growth across activation batches ÷ sessions that of an
  *     active session's actors (JS heap likewise). N = BENCH_IDLE_SOCKETS (5,000), or with `max` the open-file limit
  *     minus what the server holds minus a margin of 300 (keep-alive HTTP connections of this load generator, pool
- *     connections, listeners). Then a BENCH_IDLE_HOLD_MS (30 s) hold: server and Postgres CPU (an open socket renews
- *     its lease every 30 s, so one round falls in the hold) and sockets lost.
+ *     connections, listeners). Then a BENCH_IDLE_HOLD_MS (30 s) hold: server and Postgres CPU (every 30 s the server
+ *     renews each open socket's lease and checks its sign-in, so one round falls in the hold) and sockets lost.
  *
  * The runtime socket is sometimes closed by the server (1006) within a millisecond of `ready`: uWS's HttpResponse.cork()
  * epilogue, after an asynchronous upgrade() inside it, can shut down the new WebSocket (uNetworking/uWebSockets#1928).
@@ -536,7 +536,9 @@ async function partIdleSockets(databaseUrl: string): Promise<IdleReport> {
     let firstDrop: string | undefined;
     let activateMs = 0;
     let openMs = 0;
-    const step = Math.max(1, Math.min(2_000, Math.ceil(people.length / 8)));
+    // Few large steps: each reading carries a few MiB of noise (GC timing, V8's page granularity), and the noise of
+    // every step adds up in the sums while the growth does not.
+    const step = Math.max(1, Math.min(5_000, Math.ceil(people.length / 4)));
     for (let i = 0; i < people.length; i += step) {
       // Each step: its people activate (a page takes the lease), then open their runtime sockets.
       const batch = people.slice(i, i + step);
@@ -752,7 +754,7 @@ function report(results: Results, where: string, background: number | undefined,
         `socket holder VmRSS ${mib(c.holderRss.before)} → ${mib(c.holderRss.after)}`,
     );
     out.push(
-      `    ${config.idleHoldMs / 1000} s hold: server ${percent(c.hold?.server)} of a core, Postgres ${percent(c.hold?.postgres)} (lease renewal every 30 s per socket); ` +
+      `    ${config.idleHoldMs / 1000} s hold: server ${percent(c.hold?.server)} of a core, Postgres ${percent(c.hold?.postgres)} (every 30 s each socket's lease is renewed and its sign-in checked); ` +
         `${c.lost} sockets lost${c.firstLoss ? ` (first: ${c.firstLoss})` : ''}`,
     );
     if (c.failed > 0) broken.push(`(c) ${c.failed} sockets not opened, first: ${c.firstFailure}`);
