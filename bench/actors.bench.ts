@@ -43,9 +43,11 @@ import { InProcessOwnership } from '../actors/ownership.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { tallyKind, tallyMachine } from './fixtures/tally.kind.js';
 import { openBenchDatabase, type BenchDatabase } from './support/bench-database.js';
+import { guardBench } from './support/bench-guard.js';
 import { MachineCpu, sampleMachineCpu } from './support/cpu.js';
 import { BatchStats, runLoad, type LoadResult } from './support/host-load.js';
 import { RawUpserter, type RawRun } from './support/raw-upsert.js';
+import { percent, round2, table } from './support/report-format.js';
 
 const TARGET_RATIO = 0.5;
 const TARGET_P99_MS = 25;
@@ -272,16 +274,7 @@ async function main(): Promise<void> {
   const cleanup = async (): Promise<void> => {
     await database?.close();
   };
-  const abort = (reason: string, code: number): void => {
-    process.stderr.write(`bench: ${reason}; cleaning up\n`);
-    void cleanup().finally(() => process.exit(code));
-  };
-  const watchdog = setTimeout(() => abort(`exceeded ${config.timeoutMs / 1000} s`, 2), config.timeoutMs);
-  process.once('SIGINT', () => abort('interrupted', 130));
-  process.once('SIGTERM', () => abort('terminated', 143));
-  // An embedded Postgres outlives a crashed bench: stop it whatever goes wrong.
-  process.once('uncaughtException', (error) => abort(`crashed: ${error.stack ?? error.message}`, 1));
-  process.once('unhandledRejection', (reason) => abort(`unhandled rejection: ${String(reason)}`, 1));
+  const guard = guardBench(cleanup, config.timeoutMs);
   try {
     // Other work on the machine skews every figure; say how busy it was before the bench added its own load.
     background = await sampleMachineCpu(1_000);
@@ -306,28 +299,15 @@ async function main(): Promise<void> {
     const failedSends = results.some((r) => r.host.failures > 0);
     if (failedSends || (!pass && process.env.BENCH_ENFORCE_TARGETS === '1')) process.exitCode = 1;
   } finally {
-    clearTimeout(watchdog);
+    guard.disarm();
     await cleanup();
   }
-}
-
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: readonly string[]): string => cells.map((c, i) => c.padStart(widths[i]!)).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)];
-}
-
-function percent(x: number): string {
-  return `${(x * 100).toFixed(0)} %`;
 }
 
 function micros(x: number | undefined): string {
   return x === undefined ? '—' : x.toFixed(0);
 }
 
-function round2(x: number): number {
-  return Math.round(x * 100) / 100;
-}
 
 function intEnv(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -72,6 +72,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { openBenchDatabase, type BenchDatabase } from './support/bench-database.js';
+import { guardBench } from './support/bench-guard.js';
 import { sampleMachineCpu } from './support/cpu.js';
 import { count, mib, ms, percent, round2, table } from './support/report-format.js';
 import { partActivations, type ActivationReport, type HttpRow } from './support/runtime-activations.js';
@@ -282,16 +283,7 @@ async function main(): Promise<void> {
     for (const child of [...children]) await child.stop(5_000).catch(() => {});
     await database?.close();
   };
-  const abort = (reason: string, code: number): void => {
-    process.stderr.write(`bench: ${reason}; cleaning up\n`);
-    void cleanup().finally(() => process.exit(code));
-  };
-  const watchdog = setTimeout(() => abort(`exceeded ${config.timeoutMs / 1000} s`, 2), config.timeoutMs);
-  process.once('SIGINT', () => abort('interrupted', 130));
-  process.once('SIGTERM', () => abort('terminated', 143));
-  // An embedded Postgres outlives a crashed bench: stop it whatever goes wrong.
-  process.once('uncaughtException', (error) => abort(`crashed: ${error.stack ?? error.message}`, 1));
-  process.once('unhandledRejection', (reason) => abort(`unhandled rejection: ${String(reason)}`, 1));
+  const guard = guardBench(cleanup, config.timeoutMs);
   try {
     const background = await sampleMachineCpu(1_000);
     log(`starting ${config.databaseUrl ? 'on BENCH_DATABASE_URL' : 'embedded Postgres'}…`);
@@ -316,7 +308,7 @@ async function main(): Promise<void> {
     const { pass, broken } = report(results, database.where, background, startedAt);
     if (broken.length > 0 || (pass === false && process.env.BENCH_ENFORCE_TARGETS === '1')) process.exitCode = 1;
   } finally {
-    clearTimeout(watchdog);
+    guard.disarm();
     await cleanup();
   }
 }
