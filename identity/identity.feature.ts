@@ -1,6 +1,6 @@
 import { identityKinds } from '../actors/identity.actors.js';
 import type { ServerParts, ServerServices } from '../server/server.js';
-import type { CredentialRequirements, CredentialVerifier, IncomingRequest, Principal } from '../transport/http/credentials.js';
+import { bearerToken, type CredentialRequirements, type CredentialVerifier, type IncomingRequest, type Principal } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { accountSessionRoutes } from '../transport/http/routes/account-sessions.routes.js';
 import { enrolmentRoutes } from '../transport/http/routes/enrolment.routes.js';
@@ -21,7 +21,6 @@ import { ReviewerAuthorities } from './reviewer-authorities.js';
 import { RegistrySigningKeys } from './signing-keys.js';
 import { readCookie } from '../transport/http/cookies.js';
 
-const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 
 /** The identity services other features build on (the Runtime plane verifies tokens and follows logouts with them). */
 export interface IdentityServices {
@@ -83,7 +82,7 @@ export const identityFeature: ServerParts = {
     };
 
     const managementBearer: CredentialVerifier = async (request) => {
-      const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+      const token = bearerToken(request.headers);
       if (!token) {
         throw new HttpError(401, 'management_token_required', 'send a management bearer: Authorization: Bearer <token>', {
           family: 'management',

@@ -28,10 +28,6 @@ export class EvictionQuota {
     this.#perMinute = perMinute;
   }
 
-  get perMinute(): number {
-    return this.#perMinute;
-  }
-
   /** Throws 429 when `sessionId` activating now could evict and the person has no evictions left this minute. */
   admit(accountId: string, sessionId: string): void {
     const bucket = this.#bucket(accountId);

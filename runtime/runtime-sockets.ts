@@ -1,6 +1,6 @@
 import type { Clock, TimerHandle } from '../actors/clock.js';
 import type { PresenceState } from '../machines/runtime-session/runtime-session.machine.js';
-import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { bearerToken, LEASE_VERSION, type RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { bearerFromSubprotocols } from '../transport/ws/codecs.js';
 import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
@@ -18,7 +18,6 @@ import type { RuntimeTokens } from './runtime-tokens.js';
 
 export const RUNTIME_SOCKET_PATH = '/v1/runtime/socket';
 export const CONTROL_SOCKET_PATH = '/v1/runtime/control';
-const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
 /** Presence hints to one Environment are coalesced over this long: a burst of changes costs one hint per socket. */
 const HINT_COALESCE_MS = 100;
 
@@ -99,7 +98,7 @@ export interface RuntimeSocketDependencies {
 }
 
 function bearerOf(headers: Readonly<Record<string, string>>): string | undefined {
-  return bearerFromSubprotocols(headers['sec-websocket-protocol'] ?? '') ?? /^Bearer (\S+)$/.exec(headers.authorization ?? '')?.[1];
+  return bearerFromSubprotocols(headers['sec-websocket-protocol'] ?? '') ?? bearerToken(headers);
 }
 
 const closeFor = (reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): number => RuntimeCloseCode[reason];
@@ -137,7 +136,11 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     const seen = new Set<string>();
     // A sign-in can end without the session (a device removed raises the account epoch): such sockets go too.
     const grants = new Map<string, RuntimeConn[]>();
-    for (const conn of open) grants.set(conn.user.caller.grantId, [...(grants.get(conn.user.caller.grantId) ?? []), conn]);
+    for (const conn of open) {
+      const conns = grants.get(conn.user.caller.grantId);
+      if (conns) conns.push(conn);
+      else grants.set(conn.user.caller.grantId, [conn]);
+    }
     for (const [grantId, conns] of grants) {
       deps.tokens.signInLive(grantId).then(
         (live) => {

@@ -3,11 +3,9 @@ import type { EnvironmentDirectory } from '../identity/environments.js';
 import type { OAuthGrants } from '../identity/oauth-grants.js';
 import { ACCESS_TOKEN_TYPE, RUNTIME_AUDIENCE } from '../identity/oauth-grants.js';
 import type { RegistrySigningKeys } from '../identity/signing-keys.js';
-import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { bearerToken, type RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-
-const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 
 /** The desktop shell serves a world from this address; its documents send it as their `Origin`. */
 export const worldOrigin = (environmentId: string): string => `platform-env://${environmentId}`;
@@ -48,7 +46,7 @@ export class RuntimeTokens {
   }
 
   async caller(headers: Readonly<Record<string, string>>, bearer?: string): Promise<RuntimeCaller> {
-    const token = bearer ?? BEARER.exec(headers.authorization ?? '')?.[1];
+    const token = bearer ?? bearerToken(headers);
     if (!token) throw tokenInvalid('send the runtime access token: Authorization: Bearer <token>');
     const origin = headers.origin;
     if (origin === undefined || origin === '' || origin === 'null') {

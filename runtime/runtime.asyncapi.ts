@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { LEASE_VERSION } from '../transport/http/credentials.js';
 import { API_VERSION } from '../transport/http/openapi.js';
 import { ControlServerMessage, RuntimeClientMessage, RuntimeCloseCode, RuntimeServerMessage } from './runtime-socket.messages.js';
 import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
@@ -96,7 +97,7 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
               properties: {
                 session: { type: 'string', description: 'The Runtime session id (`rts_…`).' },
                 lease: { type: 'string', description: 'The lease id from the activation (`lse_…`).' },
-                leaseVersion: { type: 'string', pattern: '^[1-9][0-9]*$', description: 'The lease version from the activation.' },
+                leaseVersion: { type: 'string', pattern: LEASE_VERSION.source, description: 'The lease version from the activation.' },
               },
             },
             bindingVersion: '0.1.0',

@@ -1,7 +1,7 @@
 import { runtimeKinds, type LeaseEnded } from '../actors/runtime.actors.js';
 import { identityServices } from '../identity/identity.feature.js';
 import type { ServerParts } from '../server/server.js';
-import type { CredentialVerifier, Principal } from '../transport/http/credentials.js';
+import { LEASE_VERSION, type CredentialVerifier } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { environmentBackendOpsRoutes, environmentBackendRoutes } from '../transport/http/routes/environment-backend.routes.js';
 import { runtimeSessionRoutes } from '../transport/http/routes/runtime-session.routes.js';
@@ -13,8 +13,6 @@ import { RuntimeSessions } from './runtime-sessions.js';
 import { runtimeSockets } from './runtime-sockets.js';
 import { buildRuntimeAsyncApi } from './runtime.asyncapi.js';
 import { RuntimeTokens } from './runtime-tokens.js';
-
-const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
 
 function requiredHeader(headers: Readonly<Record<string, string>>, name: string, code: string, what: string): string {
   const value = headers[name.toLowerCase()];
@@ -56,21 +54,22 @@ export function runtimeFeature(): ServerParts {
       });
       const controlTokens = new ControlTokens(identity.keys, clock, publicUrl);
 
-      const runtimeSession = async (headers: Readonly<Record<string, string>>): Promise<Extract<Principal, { credential: 'runtimeSession' }>> => {
-        const caller = await tokens.caller(headers);
-        const sessionId = requiredHeader(headers, 'X-Platform-Runtime-Session', 'runtime_session_required', 'the Runtime session this call belongs to');
-        await sessions.session(caller, sessionId);
-        return { credential: 'runtimeSession', subject: caller.accountId, caller, sessionId };
-      };
+      const sessionIdOf = (headers: Readonly<Record<string, string>>): string =>
+        requiredHeader(headers, 'X-Platform-Runtime-Session', 'runtime_session_required', 'the Runtime session this call belongs to');
       const verifiers: Record<'runtimeToken' | 'runtimeSession' | 'runtimeActive', CredentialVerifier> = {
         runtimeToken: async (request) => {
           const caller = await tokens.caller(request.headers);
           return { credential: 'runtimeToken', subject: caller.accountId, caller };
         },
-        runtimeSession: (request) => runtimeSession(request.headers),
+        runtimeSession: async ({ headers }) => {
+          const caller = await tokens.caller(headers);
+          const sessionId = sessionIdOf(headers);
+          await sessions.session(caller, sessionId);
+          return { credential: 'runtimeSession', subject: caller.accountId, caller, sessionId };
+        },
         runtimeActive: async ({ headers }) => {
           const caller = await tokens.caller(headers);
-          const sessionId = requiredHeader(headers, 'X-Platform-Runtime-Session', 'runtime_session_required', 'the Runtime session this call belongs to');
+          const sessionId = sessionIdOf(headers);
           const leaseId = requiredHeader(headers, 'X-Platform-Runtime-Lease', 'runtime_lease_required', 'the lease of the active session');
           const version = requiredHeader(headers, 'X-Platform-Runtime-Lease-Version', 'runtime_lease_required', 'the version of that lease');
           if (!LEASE_VERSION.test(version)) {

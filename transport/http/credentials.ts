@@ -221,13 +221,23 @@ export const credentialRequirements: Partial<Readonly<Record<CredentialKind, rea
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */
 export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeToken', 'runtimeSession', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
 
+const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
+
+/** The token of an `Authorization: Bearer` header (RFC 6750 token68); undefined when there is none. */
+export function bearerToken(headers: Readonly<Record<string, string>>): string | undefined {
+  return BEARER.exec(headers.authorization ?? '')?.[1];
+}
+
+/** A lease version as it travels in headers and query strings: a positive integer. */
+export const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
+
 const originHeader = { description: "The Environment page's origin: its registered origin, or `platform-env://{environmentId}` in the desktop shell.", required: true, schema: z.string() };
 const sessionHeader = { description: 'The Runtime session (`rts_…`) this call belongs to.', required: true, schema: z.string() };
 const activeHeaders: Array<[string, RequestHeaderSpec]> = [
   ['Origin', originHeader],
   ['X-Platform-Runtime-Session', sessionHeader],
   ['X-Platform-Runtime-Lease', { description: 'The lease id the session was given by its last activation.', required: true, schema: z.string() }],
-  ['X-Platform-Runtime-Lease-Version', { description: 'The version of that lease.', required: true, schema: z.string().regex(/^[1-9][0-9]{0,15}$/) }],
+  ['X-Platform-Runtime-Lease-Version', { description: 'The version of that lease.', required: true, schema: z.string().regex(LEASE_VERSION) }],
 ];
 
 /** Request headers a credential consists of besides its security scheme: documented on every operation using it. */

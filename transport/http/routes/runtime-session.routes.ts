@@ -2,6 +2,7 @@ import * as z from 'zod';
 import { idPattern } from '../../../identity/ids.js';
 import { CONTROL_TOKEN_TTL_S, type ControlTokens } from '../../../runtime/control-tokens.js';
 import type { RuntimeSessions, RuntimeSessionState } from '../../../runtime/runtime-sessions.js';
+import { CONTROL_SOCKET_PATH } from '../../../runtime/runtime-sockets.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs, type RuntimeCaller } from '../credentials.js';
 import { defineRoute, type AnyRoute } from '../route.js';
@@ -51,8 +52,6 @@ const ControlTokenResponse = apiSchema(
     channel: z.string().describe('Path of the control channel WebSocket. Offer the subprotocols `registry.v1.json` and `registry.bearer.<controlToken>`.'),
   }),
 );
-
-export const CONTROL_CHANNEL_PATH = '/v1/runtime/control';
 
 /**
  * The Runtime session lifecycle. Every refusal is a Problem: token (`runtime_token_invalid`,
@@ -167,7 +166,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       description:
         'The only read endpoint open to a standby or superseded session (active sessions may call it too). The token ' +
         'lives 5 minutes, is bound to this session and origin, carries no lease claims, and works only on the control ' +
-        `channel WebSocket (\`${CONTROL_CHANNEL_PATH}\`), which streams the session's activity and browser-wide sign-out ` +
+        `channel WebSocket (\`${CONTROL_SOCKET_PATH}\`), which streams the session's activity and browser-wide sign-out ` +
         'and refuses every client message. No HTTP API and no runtime WebSocket accepts it.',
       credential: 'runtimeSession',
       responses: { 200: { description: 'Issued.', schema: ControlTokenResponse } },
@@ -182,7 +181,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
             tokenType: 'Bearer' as const,
             expiresAt: new Date(issued.expiresAt).toISOString(),
             expiresIn: CONTROL_TOKEN_TTL_S,
-            channel: CONTROL_CHANNEL_PATH,
+            channel: CONTROL_SOCKET_PATH,
           },
         };
       },
