@@ -1,0 +1,126 @@
+import * as z from 'zod';
+
+/**
+ * The Media control protocol (`media-v2-data-plane`): every message a client may send and every message the server
+ * sends. These two schemas validate the socket's traffic, type the server code and generate the AsyncAPI document;
+ * the browser side imports the same module (it depends on zod only).
+ *
+ * Requests carry an `id` the server echoes on exactly one `response`. Room state reaches clients as whole
+ * `room.state` views with a growing `revision` (a client keeps the highest), so a client that missed one catches up
+ * with the next and never applies deltas out of order.
+ */
+export const MEDIA_PROTOCOL_VERSION = 'media-v2';
+
+const RequestId = z.string().min(1).max(64).describe('Chosen by the client; the server echoes it on the one `response` to this request.');
+const MediaId = z.string().min(1).max(64);
+const MemberId = z.string().min(1).max(64).describe("A member's pairwise actor id in the Environment.");
+/**
+ * mediasoup's own parameter objects (RTP capabilities and parameters, DTLS parameters) pass through as objects; the
+ * SFU validates them and a malformed one is answered `invalid_media_parameters`.
+ */
+const MediaParameters = z.looseObject({}).describe('A mediasoup-client parameter object, passed to the SFU as given.');
+
+export const MediaSourceSchema = z.enum(['microphone', 'screen']);
+export type MediaSource = z.infer<typeof MediaSourceSchema>;
+
+function request<T extends string, S extends z.core.$ZodLooseShape>(type: T, shape: S, description: string) {
+  return z.strictObject({ type: z.literal(type), id: RequestId, ...shape }).describe(description);
+}
+
+export const MediaV2ClientMessageSchema = z.discriminatedUnion('type', [
+  request('room.join', { rtpCapabilities: MediaParameters }, "Join the room of the grant's context scope (a space, or a direct call). Answered with the router's RTP capabilities and the member's own view; a member inside its reconnect grace resumes its seat, role and hand."),
+  request('room.leave', {}, 'Leave for good: the seat, hand and any offer are given up at once (no grace).'),
+  request('transport.create', { direction: z.enum(['send', 'recv']) }, 'Create a WebRTC transport; answered with its id, ICE and DTLS parameters.'),
+  request('transport.connect', { transportId: MediaId, dtlsParameters: MediaParameters }, "Complete a transport's DTLS setup."),
+  request('produce', { transportId: MediaId, kind: z.enum(['audio', 'video']), source: MediaSourceSchema, rtpParameters: MediaParameters }, 'Publish the microphone (needs a seat) or the screen (needs to be the sharer). Needs grant scope `media:publish`; a space with a `roleAuthorityUrl` asks the Environment backend first, and any failure there refuses.'),
+  request('producer.close', { producerId: MediaId }, 'Stop publishing one source.'),
+  request('consume', { transportId: MediaId, producerId: MediaId }, "Receive another member's producer on a recv transport; the consumer starts paused."),
+  request('consumer.resume', { consumerId: MediaId }, 'Start a paused consumer once the client has set it up.'),
+  request('hand.raise', {}, 'Join the ordered raise-hand queue (`raiseHand: enabled` only; scope `media:request-speak`).'),
+  request('hand.lower', {}, 'Leave the raise-hand queue.'),
+  request('hand.dismiss', { target: MemberId }, "Moderator: remove someone's raised hand."),
+  request('speaker.offer', { target: MemberId }, 'Moderator: offer a listener a speaker seat.'),
+  request('speaker.accept', {}, 'Accept the pending speaker offer to self (scope `media:request-speak`).'),
+  request('speaker.decline', {}, 'Decline the pending speaker offer to self.'),
+  request('speaker.revoke', { target: MemberId }, 'Moderator: move a speaker back to the audience.'),
+  request('floor.take', {}, 'Open floor: take a free speaker seat (scope `media:request-speak`).'),
+  request('floor.release', {}, 'Give up the own speaker seat.'),
+  request('screen.start', {}, "Become the room's one screen sharer (policy `screenShare`); answered with the encoding hint of `screenProfile`."),
+  request('screen.stop', {}, 'Stop sharing the screen.'),
+  request('grant.refresh', { grant: z.string().min(1).max(256) }, 'Hand over a fresh plugin grant of the same person, Environment and context before the current one expires; the connection then lives until the new expiry.'),
+  request('e2ee.key', { to: MemberId, envelope: z.string().min(1).max(4096) }, '`sfu_blind` rooms only: relay an end-to-end key envelope to one member. The server never reads it.'),
+  request('ping', {}, 'Application-level round trip.'),
+]);
+export type MediaV2ClientMessage = z.infer<typeof MediaV2ClientMessageSchema>;
+export type MediaV2ClientMessageType = MediaV2ClientMessage['type'];
+
+export const MemberViewSchema = z.strictObject({
+  memberId: MemberId,
+  displayName: z.string(),
+  role: z.enum(['moderator', 'speaker', 'listener']).describe('`moderator`s hold the Environment admin role; a moderator with a seat also speaks (`seated`).'),
+  seated: z.boolean(),
+  connection: z.enum(['connected', 'dropped']).describe('`dropped`: lost its connection and keeps everything until `graceUntil`.'),
+  graceUntil: z.iso.datetime().nullable(),
+  handRaisedAt: z.iso.datetime().nullable(),
+});
+
+export const RoomViewSchema = z.strictObject({
+  roomId: z.string(),
+  scope: z.string(),
+  revision: z.number().int().nonnegative(),
+  mode: z.enum(['direct_call', 'meeting', 'stage']),
+  policy: z.strictObject({
+    maxParticipants: z.number().int(),
+    maxSpeakerSeats: z.number().int(),
+    floorControl: z.enum(['fixed', 'moderated', 'open']),
+    raiseHand: z.enum(['disabled', 'enabled']),
+    screenShare: z.enum(['disabled', 'owners', 'speakers']),
+    screenProfile: z.enum(['slides', 'motion']),
+    encryption: z.enum(['transport', 'sfu_blind']),
+    reconnectGraceSeconds: z.number().int(),
+  }),
+  members: z.array(MemberViewSchema),
+  handQueue: z.array(MemberId).describe('Raised hands, first raised first.'),
+  offers: z.array(z.strictObject({ target: MemberId, by: MemberId, expiresAt: z.iso.datetime() })),
+  screenSharer: MemberId.nullable(),
+});
+export type RoomView = z.infer<typeof RoomViewSchema>;
+
+export const ProducerViewSchema = z.strictObject({ producerId: MediaId, memberId: MemberId, kind: z.enum(['audio', 'video']), source: MediaSourceSchema });
+
+const ErrorBody = z.strictObject({ code: z.string(), message: z.string() });
+
+export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
+  z
+    .strictObject({ type: z.literal('hello'), protocol: z.literal(MEDIA_PROTOCOL_VERSION), memberId: MemberId, scope: z.string(), grantExpiresAt: z.iso.datetime(), limits: z.strictObject({ maxMessageBytes: z.number().int(), requestsPerMinute: z.number().int() }) })
+    .describe('First message on a new connection: who the grant says this is, and until when the connection may live without `grant.refresh`.'),
+  z.strictObject({ type: z.literal('response'), id: RequestId, ok: z.literal(true), result: z.looseObject({}) }).describe('The answer to one request; `result` depends on the request type (see the AsyncAPI description).'),
+  z.strictObject({ type: z.literal('response'), id: RequestId, ok: z.literal(false), error: ErrorBody }).describe('The request was refused; the connection stays open.'),
+  z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe('The whole room view after every change (keep the highest `revision`).'),
+  z.strictObject({ type: z.literal('producer.added'), producer: ProducerViewSchema }).describe('Someone started publishing: `consume` it to hear or see it.'),
+  z.strictObject({ type: z.literal('producer.removed'), producerId: MediaId }).describe('A producer ended; its consumers are closed.'),
+  z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost', 'seat_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept)."),
+  z.strictObject({ type: z.literal('e2ee.key'), from: MemberId, envelope: z.string() }).describe('An end-to-end key envelope relayed from another member (`sfu_blind` rooms).'),
+  z
+    .strictObject({ type: z.literal('session.ended'), reason: z.enum(['replaced', 'grant_expired', 'grant_ended', 'removed', 'room_closed']) })
+    .describe('The connection closes right after: `replaced` by a newer connection of the same person (maxConcurrentSessions 1), the grant expired or ended (supersession, logout, revocation), or the member was removed.'),
+  z.strictObject({ type: z.literal('pong') }),
+  z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), details: z.array(z.unknown()).optional() }).describe('A message that could not be read (e.g. `validation_failed`, `rate_limited`); it has no `id` to answer.'),
+]);
+export type MediaV2ServerMessage = z.infer<typeof MediaV2ServerMessageSchema>;
+
+/** The limits of the contract (media-plugin.md, Limits). */
+export const MEDIA_LIMITS = Object.freeze({
+  maxConcurrentSessions: 1,
+  maxParticipantsPerContext: 150,
+  maxMessageBytes: 16_384,
+  requestsPerMinute: 600,
+});
+
+/** Close codes beyond the WebSocket framework's own (transport/ws/endpoint.ts). */
+export const MediaCloseCode = Object.freeze({
+  grantEnded: 4401,
+  replaced: 4409,
+  grantExpired: 4410,
+  removed: 4403,
+});
