@@ -1,5 +1,14 @@
 import { mediaPlugin } from './media/media.plugin.js';
+import type * as z from 'zod';
 import type { SettingsSchema } from './settings/settings-schema.js';
+
+/** A backend component a Runtime may obtain Plugin Grants for (the manifest's `backend` entries). */
+export interface PluginBackendComponent {
+  readonly id: string;
+  readonly grantScopes: readonly string[];
+  /** The context a grant carries to the component: validated as given, nothing the schema does not name. */
+  readonly context: z.ZodType<Readonly<Record<string, string>>>;
+}
 
 /**
  * The Plugins this registry carries in code, one release each. An Environment that installs a Plugin runs the
@@ -13,6 +22,9 @@ export interface PluginRelease {
   readonly name: string;
   readonly version: string;
   readonly settingsSchema: SettingsSchema;
+  /** Platform permissions the release requests; `plugin-grant:request` lets its Runtime code obtain Plugin Grants. */
+  readonly platformPermissions: readonly string[];
+  readonly backendComponents: readonly PluginBackendComponent[];
 }
 
 export const PLUGIN_ID = /^plg_[a-z0-9][a-z0-9_]{0,59}$/;

@@ -23,6 +23,7 @@ export interface Database {
   environment_backend_grants: EnvironmentBackendGrantTable;
   plugin_installations: PluginInstallationTable;
   plugin_settings: PluginSettingTable;
+  plugin_grants: PluginGrantTable;
 }
 
 export interface SigningKeyTable {
@@ -268,4 +269,27 @@ export interface PluginSettingTable {
   /** As written; it may no longer satisfy the installed schema, so readers validate it. */
   value: Json<unknown>;
   updated_at: Instant;
+}
+
+/** A Plugin Grant (migration 0008): the fence it was issued under is checked again on every use. */
+export interface PluginGrantTable {
+  id: string;
+  /** SHA-256 of the grant token. */
+  token_hash: string;
+  plugin_id: string;
+  component: string;
+  account_id: string;
+  actor_id: string;
+  environment_id: string;
+  origin: string;
+  oauth_grant_id: string;
+  session_id: string;
+  lease_id: string;
+  lease_version: Int8;
+  scopes: Json<string[]>;
+  roles: Json<string[]>;
+  context: Json<Record<string, string>>;
+  created_at: Instant;
+  expires_at: Instant;
+  revoked_at: NullableInstant;
 }

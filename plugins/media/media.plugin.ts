@@ -1,3 +1,4 @@
+import * as z from 'zod';
 import type { PluginRelease } from '../plugin-catalog.js';
 
 /**
@@ -5,12 +6,22 @@ import type { PluginRelease } from '../plugin-catalog.js';
  * The one definition of these settings; the Media issue's server side and adapter build on this object.
  */
 export const MEDIA_PLUGIN_ID = 'plg_media';
+export const MEDIA_CONTROL_COMPONENT = 'control';
+export const MEDIA_GRANT_SCOPES = ['media:connect', 'media:direct-call', 'media:join-space', 'media:request-speak', 'media:publish'] as const;
+export type MediaGrantScope = (typeof MEDIA_GRANT_SCOPES)[number];
+
+/** The object passed with a connection: exactly one property, `scope`, naming the space or call it is about. */
+export const MediaGrantContextSchema = z.strictObject({
+  scope: z.string().min(1).max(96).regex(/^[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$/),
+});
 
 export const mediaPlugin: PluginRelease = {
   pluginId: MEDIA_PLUGIN_ID,
   slug: 'media',
   name: 'Media',
   version: '0.1.0-alpha.29',
+  platformPermissions: ['identity:read', 'profile:read', 'settings:read', 'settings:write', 'plugin-grant:request'],
+  backendComponents: [{ id: MEDIA_CONTROL_COMPONENT, grantScopes: MEDIA_GRANT_SCOPES, context: MediaGrantContextSchema }],
   settingsSchema: {
     version: '1.0.0',
     settings: {
