@@ -1,0 +1,34 @@
+import { defineActorKind } from './actor-kind.js';
+import { mediaRoomMachine, type DeadlineChange } from '../machines/media-room/media-room.machine.js';
+import { mediaRoomTimers } from '../machines/media-room/media-room.state.js';
+
+export const MEDIA_ROOM_KIND = 'media-room';
+
+/**
+ * A room key: the Environment id, a dot, and the connection's context scope (media-plugin.md: `scope` matches
+ * `^[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$`, which has no dot, so the key splits back unambiguously).
+ */
+export const MEDIA_ROOM_KEY = /^env_[0-9a-hjkmnp-tv-z]{26}\.[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$/;
+
+export function mediaRoomKey(environmentId: string, scope: string): string {
+  return `${environmentId}.${scope}`;
+}
+
+/**
+ * The Media plane's room kind. `changedByDeadline` runs after a room committed a change no request caused (a dropped
+ * member's grace ended, a speaker offer expired), so the control plane can broadcast the view and close that member's
+ * connection and media; it is bound late because the kind exists before the control plane it notifies.
+ */
+export function mediaRoomKind(changedByDeadline: (change: DeadlineChange) => void) {
+  return defineActorKind({
+    name: MEDIA_ROOM_KIND,
+    machine: mediaRoomMachine.provide({
+      actions: {
+        changedByDeadline: (_, params) => changedByDeadline(params),
+      },
+    }),
+    key: { pattern: MEDIA_ROOM_KEY, describe: 'environment id (env_ + 26 base32 characters), a dot, and the context scope' },
+    input: (key: string) => ({ roomId: key, scope: key.slice(key.indexOf('.') + 1) }),
+    timers: (snapshot) => mediaRoomTimers(snapshot.context),
+  });
+}

@@ -1,0 +1,219 @@
+import type { RoomChange } from './media-room.events.js';
+import { DEFAULT_SCREEN_PROFILE, type RoomPolicy, type ScreenProfile } from './media-room.policy.js';
+
+/**
+ * What a room holds. Lists rather than records keyed by member id: they keep join and raise order, and an id
+ * chosen by a client can never collide with an object's own properties.
+ */
+export interface RoomMember {
+  readonly memberId: string;
+  readonly displayName: string;
+  readonly guest: boolean;
+  readonly moderator: boolean;
+  readonly connectionId: string;
+  readonly joinedAt: number;
+  /** The speaker seat held (0-based), or null for a listener. */
+  readonly seat: number | null;
+  readonly presence: 'connected' | 'dropped';
+  /** While dropped: when the member is removed unless it joins again. */
+  readonly graceUntil: number | null;
+}
+
+export interface RaisedHand {
+  readonly memberId: string;
+  readonly raisedAt: number;
+}
+
+export interface SpeakerOffer {
+  readonly target: string;
+  readonly by: string;
+  readonly offeredAt: number;
+  readonly expiresAt: number;
+}
+
+export interface ScreenShare {
+  readonly memberId: string;
+  readonly startedAt: number;
+}
+
+export interface MediaRoomContext {
+  /** The actor key: `<environmentId>.<scope>`. */
+  readonly roomId: string;
+  readonly scope: string;
+  /** Null until `room.open`. */
+  readonly policy: RoomPolicy | null;
+  /** In join order. */
+  readonly members: readonly RoomMember[];
+  /** In raise order: the first raised is first. */
+  readonly hands: readonly RaisedHand[];
+  /** At most one per target. */
+  readonly offers: readonly SpeakerOffer[];
+  readonly screen: ScreenShare | null;
+  /** Grows by one with every change, so views and broadcasts can be ordered. */
+  readonly revision: number;
+}
+
+export interface MediaRoomInput {
+  readonly roomId: string;
+  readonly scope: string;
+}
+
+/** How long a speaker offer waits for its answer. */
+export const OFFER_TTL_MS = 60_000;
+
+export const graceTimer = (memberId: string): string => `grace:${memberId}`;
+export const offerTimer = (memberId: string): string => `offer:${memberId}`;
+
+export function emptyRoom(input: MediaRoomInput): MediaRoomContext {
+  return { roomId: input.roomId, scope: input.scope, policy: null, members: [], hands: [], offers: [], screen: null, revision: 0 };
+}
+
+/** The room's durable deadlines, for the actor kind's `timers`. */
+export function mediaRoomTimers(context: MediaRoomContext): Record<string, number> {
+  const timers: Record<string, number> = {};
+  for (const m of context.members) if (m.graceUntil !== null) timers[graceTimer(m.memberId)] = m.graceUntil;
+  for (const o of context.offers) timers[offerTimer(o.target)] = o.expiresAt;
+  return timers;
+}
+
+/**
+ * One transition's working copy of an open room: the edits a rule makes, each recording the change members must
+ * learn about, and the consequences that follow from it (a seat taken lowers the hand and withdraws the offer; a seat
+ * lost in a `speakers` room ends the share). Lives only inside one pure transition.
+ */
+export class RoomDraft {
+  readonly policy: RoomPolicy;
+  readonly changes: RoomChange[] = [];
+  #members: RoomMember[];
+  #hands: RaisedHand[];
+  #offers: SpeakerOffer[];
+  #screen: ScreenShare | null;
+  readonly #base: MediaRoomContext;
+
+  constructor(base: MediaRoomContext, policy: RoomPolicy) {
+    this.#base = base;
+    this.policy = policy;
+    this.#members = [...base.members];
+    this.#hands = [...base.hands];
+    this.#offers = [...base.offers];
+    this.#screen = base.screen;
+  }
+
+  member(memberId: string): RoomMember | undefined {
+    return this.#members.find((m) => m.memberId === memberId);
+  }
+  get memberCount(): number {
+    return this.#members.length;
+  }
+  get sharer(): string | null {
+    return this.#screen?.memberId ?? null;
+  }
+  offerFor(target: string): SpeakerOffer | undefined {
+    return this.#offers.find((o) => o.target === target);
+  }
+  /** 1-based place in the hand queue, or 0 when the hand is down. */
+  handPosition(memberId: string): number {
+    return this.#hands.findIndex((h) => h.memberId === memberId) + 1;
+  }
+  /** The lowest free seat, or null when every seat is held (dropped members keep theirs). */
+  freeSeat(): number | null {
+    const taken = new Set(this.#members.map((m) => m.seat));
+    for (let seat = 0; seat < this.policy.maxSpeakerSeats; seat++) if (!taken.has(seat)) return seat;
+    return null;
+  }
+
+  record(change: RoomChange): void {
+    this.changes.push(change);
+  }
+
+  add(member: RoomMember): void {
+    this.#members.push(member);
+  }
+
+  update(memberId: string, patch: Partial<Omit<RoomMember, 'memberId'>>): RoomMember {
+    const i = this.#members.findIndex((m) => m.memberId === memberId);
+    const updated = { ...this.#members[i]!, ...patch };
+    this.#members[i] = updated;
+    return updated;
+  }
+
+  /** Seats the member on `seat` (which must be free): its hand goes down and an offer to it is withdrawn. */
+  seat(memberId: string, seat: number, via: 'join' | 'take' | 'offer'): void {
+    this.update(memberId, { seat });
+    this.record({ kind: 'seat.taken', memberId, seat, via });
+    this.lowerHand(memberId, 'seated');
+    this.closeOffer(memberId, 'withdrawn');
+  }
+
+  unseat(memberId: string, reason: 'released' | 'revoked' | 'left'): void {
+    const seat = this.member(memberId)?.seat;
+    if (seat === null || seat === undefined) return;
+    this.update(memberId, { seat: null });
+    if (reason !== 'left' && this.sharer === memberId && this.policy.screenShare === 'speakers') this.stopScreen('seat_lost');
+    this.record({ kind: 'seat.freed', memberId, seat, reason });
+  }
+
+  raiseHand(memberId: string, at: number): void {
+    this.#hands.push({ memberId, raisedAt: at });
+    this.record({ kind: 'hand.raised', memberId, raisedAt: at });
+  }
+
+  lowerHand(memberId: string, reason: 'lowered' | 'dismissed' | 'seated' | 'left'): void {
+    const i = this.#hands.findIndex((h) => h.memberId === memberId);
+    if (i < 0) return;
+    this.#hands.splice(i, 1);
+    this.record({ kind: 'hand.lowered', memberId, reason });
+  }
+
+  offer(offer: SpeakerOffer): void {
+    this.#offers.push(offer);
+    this.record({ kind: 'offer.made', target: offer.target, by: offer.by, expiresAt: offer.expiresAt });
+  }
+
+  closeOffer(target: string, reason: 'accepted' | 'declined' | 'expired' | 'withdrawn'): void {
+    const i = this.#offers.findIndex((o) => o.target === target);
+    if (i < 0) return;
+    this.#offers.splice(i, 1);
+    this.record({ kind: 'offer.closed', target, reason });
+  }
+
+  startScreen(memberId: string, at: number): void {
+    this.#screen = { memberId, startedAt: at };
+    this.record({ kind: 'screen.started', memberId, screenProfile: this.screenProfile });
+  }
+
+  stopScreen(reason: 'stopped' | 'seat_lost' | 'no_longer_moderator' | 'dropped' | 'left'): void {
+    if (!this.#screen) return;
+    this.record({ kind: 'screen.stopped', memberId: this.#screen.memberId, reason });
+    this.#screen = null;
+  }
+
+  get screenProfile(): ScreenProfile {
+    return this.policy.screenProfile ?? DEFAULT_SCREEN_PROFILE;
+  }
+
+  /** Takes the member out of the room with everything it held. */
+  remove(memberId: string, reason: 'left' | 'grace_expired'): void {
+    const member = this.member(memberId);
+    if (!member) return;
+    if (this.sharer === memberId) this.stopScreen('left');
+    this.unseat(memberId, 'left');
+    this.lowerHand(memberId, 'left');
+    this.closeOffer(memberId, 'withdrawn');
+    this.#members = this.#members.filter((m) => m.memberId !== memberId);
+    this.record({ kind: 'member.left', memberId, connectionId: member.connectionId, reason });
+  }
+
+  /** The room after the edits; the revision grows only when something changed. */
+  result(): MediaRoomContext {
+    if (this.changes.length === 0) return this.#base;
+    return {
+      ...this.#base,
+      members: this.#members,
+      hands: this.#hands,
+      offers: this.#offers,
+      screen: this.#screen,
+      revision: this.#base.revision + 1,
+    };
+  }
+}
