@@ -255,6 +255,10 @@ export interface PluginInstallationTable {
   /** `operator:<name>`, as in the audit trail. */
   installed_by: string;
   installed_at: Instant;
+  /** As written; it may no longer satisfy the installed release's schema, so readers validate it. NULL: unconfigured. */
+  configuration: ColumnType<unknown, string | null | undefined, string | null>;
+  configured_by: ColumnType<string | null, string | null | undefined, string | null>;
+  configured_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 /** One persisted settings leaf of one layer (see migration 0006 for who owns which layer). */
