@@ -31,6 +31,8 @@ export class MediaRequestError extends Error {
 /** One control connection of one member. `grant` moves forward on `grant.refresh`. */
 export interface MediaConnectionUser {
   grant: LivePluginGrant;
+  /** The grant as presented: forwarded to the Environment backend by the publisher-authority callback. */
+  grantToken: string;
   readonly memberId: string;
   /** `<environmentId>.<scope>`: the room this connection is about. */
   readonly roomKey: string;
@@ -110,7 +112,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
     inbound: MediaV2ClientMessageSchema,
     errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, ...(error.details ? { details: [...error.details] } : {}) }),
     async authenticate(upgrade) {
-      const grant = await verify(socketBearer(upgrade.headers));
+      const grantToken = socketBearer(upgrade.headers);
+      const grant = await verify(grantToken);
       if (!grant || grant.component !== MEDIA_CONTROL_COMPONENT) {
         throw refuse(401, 'media_grant_invalid', 'offer a live Media control Plugin Grant as the subprotocol registry.bearer.<grant>');
       }
@@ -127,7 +130,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
       if (others >= limits.maxParticipantsPerContext) {
         throw refuse(429, 'media_context_full', `at most ${limits.maxParticipantsPerContext} connections per context`);
       }
-      return { grant, memberId: grant.actorId, roomKey, scope };
+      return { grant, grantToken: grantToken ?? '', memberId: grant.actorId, roomKey, scope };
     },
     onOpen(conn) {
       const key = memberKey(conn.user.grant);
@@ -160,6 +163,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
             return fail('media_grant_invalid', 'the new grant must be live and for the same person, Environment, origin and scope');
           }
           conn.user.grant = fresh;
+          conn.user.grantToken = message.grant;
           follow(conn);
           armExpiry(conn);
           return answer({ grantExpiresAt: new Date(fresh.expiresAt).toISOString() });

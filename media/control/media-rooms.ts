@@ -1,0 +1,365 @@
+import type { types } from 'mediasoup';
+import type { Logger } from 'pino';
+import type { ActorHost } from '../../actors/actor-host.js';
+import type { Clock } from '../../actors/clock.js';
+import { MEDIA_ROOM_KIND } from '../../actors/media.actors.js';
+import type { MediaRoomEmitted, MediaRoomReply, MediaRoomRequest, RoomChange } from '../../machines/media-room/media-room.events.js';
+import type { DeadlineChange } from '../../machines/media-room/media-room.machine.js';
+import type { RoomPolicy } from '../../machines/media-room/media-room.policy.js';
+import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
+import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
+import { coordinated } from '../../runtime/coordination.js';
+import { MediaError } from '../media-error.js';
+import { PUBLISH_SCOPE } from '../publisher-authority/publisher-authority.messages.js';
+import { RoomMedia } from '../room-media.js';
+import { screenEncodingHint } from '../screen-profile.js';
+import type { MediaWorkerPool } from '../worker-pool.js';
+import type { MediaV2ClientMessage, MediaV2ServerMessage, MediaSource } from './media-control.messages.js';
+import { MediaRequestError, type MediaConnection, type MediaRoomsPort } from './media-control.socket.js';
+
+type RoomRequestMessage = Parameters<MediaRoomsPort['request']>[1];
+type Without<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+
+/** Where a connection's scope leads: a configured space's policy, or a direct call's. */
+export interface RoomTarget {
+  readonly kind: 'space' | 'call';
+  readonly policy: RoomPolicy;
+  /** Violations of the Media service's cross-field check: a room with any is not opened (`policy_invalid`). */
+  readonly violations: readonly string[];
+}
+
+export interface MediaRoomsDeps {
+  readonly host: ActorHost;
+  readonly clock: Clock;
+  /** The pool of this node, started on first use so a server that never hosts media never starts a worker. */
+  readonly pool: () => Promise<MediaWorkerPool>;
+  readonly target: (environmentId: string, scope: string) => Promise<RoomTarget | undefined>;
+  /** Asks the Environment backend (the space's `roleAuthorityUrl`); any failure is a denial. */
+  readonly authorizePublisher: (url: string, request: PublisherQuestion) => Promise<{ allowed: boolean; reason: string }>;
+  readonly logger: Logger;
+  readonly listenIp?: string;
+  readonly announcedAddress?: string;
+  readonly consumerBudget?: number;
+}
+
+export interface PublisherQuestion {
+  readonly grant: string;
+  readonly scopes: readonly string[];
+  readonly environmentId: string;
+  readonly scope: string;
+  readonly actorId: string;
+  readonly source: MediaSource;
+}
+
+/** What this node holds for a room while members are connected to it here. */
+interface LiveRoom {
+  readonly key: string;
+  readonly media: RoomMedia;
+  /** The joined connection of each member on this node. */
+  readonly members: Map<string, MediaConnection>;
+  readonly producers: Map<string, { readonly memberId: string; readonly kind: types.MediaKind; readonly source: MediaSource }>;
+  readonly rtpCapabilities: Map<string, types.RtpCapabilities>;
+  /** Highest revision broadcast, so a late view never overwrites a newer one. */
+  revision: number;
+}
+
+const REQUEST_SCOPE: Partial<Record<RoomRequestMessage['type'], string>> = {
+  'hand.raise': 'media:request-speak',
+  'speaker.accept': 'media:request-speak',
+  'floor.take': 'media:request-speak',
+  produce: PUBLISH_SCOPE,
+};
+
+const MEDIA_ERROR_CODES: Readonly<Record<MediaError['code'], string>> = {
+  room_closed: 'media_unavailable',
+  media_unavailable: 'media_unavailable',
+  peer_not_found: 'transport_not_found',
+  transport_not_found: 'transport_not_found',
+  wrong_direction: 'transport_wrong_direction',
+  producer_not_found: 'producer_not_found',
+  consumer_not_found: 'consumer_not_found',
+  invalid_source: 'invalid_media_parameters',
+  cannot_consume: 'cannot_consume',
+};
+
+/**
+ * The Media control plane's rooms on this node: each request of a connection goes to the room actor (the authority on
+ * membership, seats, hands, offers and screen share) and then to the room's mediasoup resources, which follow what
+ * the actor decided. Every committed change is broadcast as the whole room view; media that lost its right to flow
+ * (a seat freed, a share stopped, a member gone) is closed here.
+ */
+export class MediaRooms implements MediaRoomsPort {
+  readonly #deps: MediaRoomsDeps;
+  readonly #live = new Map<string, LiveRoom>();
+  readonly #opening = new Map<string, Promise<LiveRoom>>();
+
+  constructor(deps: MediaRoomsDeps) {
+    this.#deps = deps;
+  }
+
+  async admits(environmentId: string, scope: string): Promise<boolean> {
+    return (await this.#deps.target(environmentId, scope)) !== undefined;
+  }
+
+  /** After the commit of a change no request caused (a grace ended, an offer expired). */
+  readonly changedByDeadline = (change: DeadlineChange): void => {
+    const live = this.#live.get(change.roomId);
+    if (!live) return;
+    void this.#readState(change.roomId).then(
+      (context) => this.#applyChanges(live, change.changes, context),
+      (err: unknown) => this.#deps.logger.warn({ err, roomId: change.roomId }, 'media room state read after a deadline failed'),
+    );
+  };
+
+  async request(conn: MediaConnection, message: RoomRequestMessage): Promise<Record<string, unknown>> {
+    const needed = REQUEST_SCOPE[message.type];
+    if (needed && !conn.user.grant.scopes.includes(needed)) throw new MediaRequestError('scope_missing', `this request needs grant scope ${needed}`);
+    if (message.type === 'room.join') return this.#join(conn, message.rtpCapabilities as unknown as types.RtpCapabilities);
+    const live = this.#joined(conn);
+    const memberId = conn.user.memberId;
+    try {
+      switch (message.type) {
+        case 'room.leave':
+          await this.#send(live, { type: 'member.leave', memberId });
+          return {};
+        case 'transport.create': {
+          const params = await live.media.createTransport(memberId, message.direction);
+          return { transportId: params.id, iceParameters: params.iceParameters, iceCandidates: params.iceCandidates, dtlsParameters: params.dtlsParameters };
+        }
+        case 'transport.connect':
+          await live.media.connectTransport(memberId, message.transportId, message.dtlsParameters as unknown as types.DtlsParameters);
+          return {};
+        case 'produce':
+          return await this.#produce(conn, live, message);
+        case 'producer.close':
+          live.media.closeProducer(memberId, message.producerId);
+          return {};
+        case 'consume': {
+          const caps = live.rtpCapabilities.get(memberId);
+          if (!caps) throw new MediaRequestError('not_joined', 'join first');
+          const consumer = await live.media.consume(memberId, message.transportId, message.producerId, caps);
+          return { consumerId: consumer.id, producerId: consumer.producerId, kind: consumer.kind, rtpParameters: consumer.rtpParameters };
+        }
+        case 'consumer.resume':
+          await live.media.resumeConsumer(memberId, message.consumerId);
+          return {};
+        case 'e2ee.key': {
+          if (live.media.encryption !== 'sfu_blind') throw new MediaRequestError('e2ee_not_used', 'key envelopes are relayed only in sfu_blind rooms');
+          const to = live.members.get(message.to);
+          if (!to) throw new MediaRequestError('target_not_connected', `${message.to} is not connected`);
+          to.send({ type: 'e2ee.key', from: memberId, envelope: message.envelope });
+          return {};
+        }
+        case 'screen.start': {
+          const reply = await this.#send(live, { type: 'screen.start', memberId });
+          const hint = screenEncodingHint(reply.request === 'screen.start' ? reply.screenProfile : undefined);
+          return { screenProfile: hint.profile, encodings: hint.encodings, codecOptions: hint.codecOptions, contentHint: hint.contentHint, degradationPreference: hint.degradationPreference };
+        }
+        case 'hand.dismiss':
+        case 'speaker.offer':
+        case 'speaker.revoke':
+          await this.#send(live, { type: message.type, memberId, target: message.target });
+          return {};
+        default:
+          await this.#send(live, { type: message.type, memberId });
+          return {};
+      }
+    } catch (error) {
+      if (error instanceof MediaError) throw new MediaRequestError(MEDIA_ERROR_CODES[error.code], error.message);
+      if (error instanceof Error && !(error instanceof MediaRequestError) && /rtpParameters|dtlsParameters|rtpCapabilities|invalid/i.test(error.message) && error.name === 'TypeError') {
+        throw new MediaRequestError('invalid_media_parameters', error.message);
+      }
+      throw error;
+    }
+  }
+
+  disconnected(conn: MediaConnection): void {
+    const live = this.#live.get(conn.user.roomKey);
+    if (!live || live.members.get(conn.user.memberId) !== conn) return;
+    live.members.delete(conn.user.memberId);
+    live.rtpCapabilities.delete(conn.user.memberId);
+    live.media.removePeer(conn.user.memberId);
+    this.#send(live, { type: 'member.drop', memberId: conn.user.memberId, connectionId: conn.id }).catch((err: unknown) =>
+      this.#deps.logger.warn({ err, roomId: live.key }, 'media member drop was not recorded; the member stays connected in the room until it leaves'),
+    );
+  }
+
+  async close(): Promise<void> {
+    for (const live of this.#live.values()) live.media.close();
+    this.#live.clear();
+  }
+
+  async #join(conn: MediaConnection, rtpCapabilities: types.RtpCapabilities): Promise<Record<string, unknown>> {
+    const { grant, memberId, scope } = conn.user;
+    const target = await this.#deps.target(grant.environmentId, scope);
+    if (!target) throw new MediaRequestError('media_scope_unknown', 'the space is no longer configured');
+    const scopeNeeded = target.kind === 'space' ? 'media:join-space' : 'media:direct-call';
+    if (!grant.scopes.includes(scopeNeeded)) throw new MediaRequestError('scope_missing', `joining needs grant scope ${scopeNeeded}`);
+    if (target.violations.length > 0) throw new MediaRequestError('policy_invalid', `the space policy fails the Media policy check: ${target.violations.join('; ')}`);
+    const live = await this.#liveRoom(conn.user.roomKey, target.policy);
+    await this.#send(live, { type: 'room.open', policy: target.policy });
+    const reply = await this.#send(live, {
+      type: 'member.join',
+      memberId,
+      // No profile service yet: a label that names nobody beyond the Environment's own pairwise id.
+      displayName: `Member ${memberId.slice(-6)}`,
+      guest: false,
+      moderator: grant.environmentRoles.includes('admin'),
+      connectionId: conn.id,
+    });
+    const previous = live.members.get(memberId);
+    if (previous && previous !== conn) {
+      live.media.removePeer(memberId);
+      previous.close();
+    }
+    live.members.set(memberId, conn);
+    live.rtpCapabilities.set(memberId, rtpCapabilities);
+    const context = await this.#readState(live.key);
+    const view = context ? mediaRoomView(context) : null;
+    return {
+      routerRtpCapabilities: live.media.rtpCapabilities,
+      self: view?.members.find((m) => m.memberId === memberId) ?? null,
+      room: view,
+      producers: [...live.producers].filter(([, p]) => p.memberId !== memberId).map(([producerId, p]) => ({ producerId, ...p })),
+      resumed: reply.request === 'member.join' ? reply.resumed : false,
+      encryption: target.policy.encryption,
+      e2ee: target.policy.encryption === 'sfu_blind',
+    };
+  }
+
+  async #produce(conn: MediaConnection, live: LiveRoom, message: Extract<MediaV2ClientMessage, { type: 'produce' }>): Promise<Record<string, unknown>> {
+    const { memberId, grant, scope } = conn.user;
+    const check = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
+    if (check.request === 'publish.check' && !check.allowed) {
+      throw new MediaRequestError(check.denial ?? 'not_speaker', message.source === 'microphone' ? 'publishing the microphone needs a speaker seat' : 'publishing the screen needs to be the sharer');
+    }
+    const target = await this.#deps.target(grant.environmentId, scope);
+    const url = target?.policy.roleAuthorityUrl;
+    if (url) {
+      const decision = await this.#deps.authorizePublisher(url, { grant: conn.user.grantToken, scopes: grant.scopes, environmentId: grant.environmentId, scope, actorId: memberId, source: message.source });
+      if (!decision.allowed) throw new MediaRequestError('publisher_denied', `the Environment backend did not allow publishing (${decision.reason})`);
+    }
+    const producer = await live.media.produce(memberId, message.transportId, {
+      kind: message.kind,
+      rtpParameters: message.rtpParameters as unknown as types.RtpParameters,
+      appData: { source: message.source },
+    });
+    live.producers.set(producer.id, { memberId, kind: message.kind, source: message.source });
+    this.#broadcast(live, { type: 'producer.added', producer: { producerId: producer.id, memberId, kind: message.kind, source: message.source } }, memberId);
+    return { producerId: producer.id };
+  }
+
+  #joined(conn: MediaConnection): LiveRoom {
+    const live = this.#live.get(conn.user.roomKey);
+    if (!live || live.members.get(conn.user.memberId) !== conn) throw new MediaRequestError('not_joined', 'send room.join first');
+    return live;
+  }
+
+  async #liveRoom(key: string, policy: RoomPolicy): Promise<LiveRoom> {
+    const existing = this.#live.get(key);
+    if (existing && !existing.media.closed) return existing;
+    let opening = this.#opening.get(key);
+    if (!opening) {
+      opening = this.#openRoom(key, policy).finally(() => this.#opening.delete(key));
+      this.#opening.set(key, opening);
+    }
+    return opening;
+  }
+
+  async #openRoom(key: string, policy: RoomPolicy): Promise<LiveRoom> {
+    let pool: MediaWorkerPool;
+    try {
+      pool = await this.#deps.pool();
+    } catch (err) {
+      this.#deps.logger.error({ err }, 'the mediasoup worker pool could not start');
+      throw new MediaRequestError('media_unavailable', 'this node cannot host media right now');
+    }
+    const media = await RoomMedia.create({
+      pool,
+      roomId: key,
+      encryption: policy.encryption,
+      expectedConsumersPerRecvTransport: policy.maxSpeakerSeats + (policy.screenShare === 'disabled' ? 0 : 1),
+      logger: this.#deps.logger,
+      ...(this.#deps.listenIp ? { listenIp: this.#deps.listenIp } : {}),
+      ...(this.#deps.announcedAddress ? { announcedAddress: this.#deps.announcedAddress } : {}),
+      ...(this.#deps.consumerBudget ? { consumerBudget: this.#deps.consumerBudget } : {}),
+    });
+    const live: LiveRoom = { key, media, members: new Map(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
+    media.on('producerclosed', (closed) => {
+      live.producers.delete(closed.producerId);
+      this.#broadcast(live, { type: 'producer.removed', producerId: closed.producerId });
+    });
+    media.on('medialost', (lost) => {
+      for (const peerId of lost.peerIds) live.members.get(peerId)?.send({ type: 'media.reset', reason: 'worker_lost' });
+      for (const [producerId, p] of live.producers) {
+        if (lost.peerIds.includes(p.memberId)) {
+          live.producers.delete(producerId);
+          this.#broadcast(live, { type: 'producer.removed', producerId });
+        }
+      }
+    });
+    this.#live.set(key, live);
+    return live;
+  }
+
+  /** One request to the room actor: its reply, or its refusal as a MediaRequestError. Changes are applied and broadcast. */
+  async #send(live: LiveRoom, request: Without<MediaRoomRequest, 'at'>): Promise<MediaRoomReply> {
+    const reply = await coordinated(() => this.#deps.host.send(MEDIA_ROOM_KIND, live.key, request));
+    const emitted = reply.emitted as readonly MediaRoomEmitted[];
+    const refused = emitted.find((e) => e.type === 'room.refused');
+    const changed = emitted.find((e) => e.type === 'room.changed');
+    if (changed) this.#applyChanges(live, changed.changes, reply.snapshot.context as MediaRoomContext);
+    if (refused) throw new MediaRequestError(refused.code, refused.message);
+    const answer = emitted.find((e) => e.type === 'room.reply');
+    if (!answer) throw new Error(`the media room answered ${request.type} with neither a reply nor a refusal`);
+    return answer;
+  }
+
+  async #readState(key: string): Promise<MediaRoomContext | undefined> {
+    const view = await this.#deps.host.readCommitted(MEDIA_ROOM_KIND, key);
+    return (view?.state as { context?: MediaRoomContext } | undefined)?.context;
+  }
+
+  /** Closes media that lost its right to flow and shows everyone the new view. */
+  #applyChanges(live: LiveRoom, changes: readonly RoomChange[], context: MediaRoomContext | undefined): void {
+    for (const change of changes) {
+      if (change.kind === 'seat.freed') this.#closeProducers(live, change.memberId, 'microphone');
+      else if (change.kind === 'screen.stopped') this.#closeProducers(live, change.memberId, 'screen');
+      else if (change.kind === 'member.left') {
+        live.media.removePeer(change.memberId);
+        const conn = live.members.get(change.memberId);
+        live.members.delete(change.memberId);
+        live.rtpCapabilities.delete(change.memberId);
+        if (conn && change.reason !== 'left') {
+          conn.send({ type: 'session.ended', reason: 'removed' });
+          conn.close(4403, 'removed');
+        }
+      }
+    }
+    const view = context ? mediaRoomView(context) : null;
+    if (view && view.revision > live.revision) {
+      live.revision = view.revision;
+      this.#broadcast(live, { type: 'room.state', room: view });
+    }
+    if (context && context.members.length === 0) {
+      live.media.close();
+      this.#live.delete(live.key);
+    }
+  }
+
+  #closeProducers(live: LiveRoom, memberId: string, source: MediaSource): void {
+    for (const [producerId, p] of live.producers) {
+      if (p.memberId === memberId && p.source === source) {
+        try {
+          live.media.closeProducer(memberId, producerId);
+        } catch (error) {
+          if (!(error instanceof MediaError)) throw error;
+        }
+      }
+    }
+  }
+
+  #broadcast(live: LiveRoom, message: MediaV2ServerMessage, except?: string): void {
+    for (const [memberId, conn] of live.members) if (memberId !== except) conn.send(message);
+  }
+}
