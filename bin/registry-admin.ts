@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 
@@ -18,6 +19,11 @@ Commands:
   plugin install --environment <id> --plugin <pluginId>
       Install a Plugin the registry carries (e.g. plg_media) in an Environment (audited as plugin.install).
   plugin list --environment <id>
+  plugin configure <environmentId> <pluginId> <file.json>
+      Set an installed Plugin's configuration (for plg_media: spaces and direct calls) from a JSON file; the registry
+      checks it against the Plugin's configuration schema (audited as plugin.configure).
+  plugin configuration <environmentId> <pluginId>
+      Show an installed Plugin's configuration, checked against the installed release.
   admin grant --handle <handle> --reason <text>
       Grant platform admin to an existing account (audited as platform.admin.grant).
   accounts list
@@ -82,7 +88,14 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     return payload;
   };
-  const command = positionals.join(' ');
+  const [noun, verb, ...args] = positionals;
+  const command = [noun, verb].filter((word) => word !== undefined).join(' ');
+  const operands = (names: readonly string[]): string[] => {
+    if (args.length !== names.length) throw new UsageError(`${command} takes ${names.length === 0 ? 'no operands' : names.map((n) => `<${n}>`).join(' ')}`);
+    return args;
+  };
+  const installation = (environmentId: string, pluginId: string): string => `/registry/environments/${encodeURIComponent(environmentId)}/plugins/${encodeURIComponent(pluginId)}`;
+  if (!['plugin configure', 'plugin configuration'].includes(command)) operands([]);
   let result: unknown;
   switch (command) {
     case 'environment register':
@@ -101,8 +114,25 @@ async function main(argv: readonly string[]): Promise<number> {
       result = await call('PUT', `/registry/environments/${encodeURIComponent(need('id'))}/backend`, { endpoint: need('endpoint'), scopes: values.scope ?? [] });
       break;
     case 'plugin install':
-      result = await call('PUT', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins/${encodeURIComponent(need('plugin'))}`);
+      result = await call('PUT', installation(need('environment'), need('plugin')));
       break;
+    case 'plugin configure': {
+      const [environmentId, pluginId, file] = operands(['environmentId', 'pluginId', 'file.json']) as [string, string, string];
+      const text = await readFile(file, 'utf8');
+      let document: unknown;
+      try {
+        document = JSON.parse(text);
+      } catch (error) {
+        throw new Error(`${file} is not JSON: ${(error as Error).message}`);
+      }
+      result = await call('PUT', `${installation(environmentId, pluginId)}/configuration`, document);
+      break;
+    }
+    case 'plugin configuration': {
+      const [environmentId, pluginId] = operands(['environmentId', 'pluginId']) as [string, string];
+      result = await call('GET', `${installation(environmentId, pluginId)}/configuration`);
+      break;
+    }
     case 'plugin list':
       result = await call('GET', `/registry/environments/${encodeURIComponent(need('environment'))}/plugins`);
       break;

@@ -82,6 +82,11 @@ export class RuntimeClient {
     });
   }
 
+  /** Asks for a Plugin Grant (lease-fenced). */
+  pluginGrant(pluginId: string, body: { component: string; scopes: readonly string[]; context: unknown }): Promise<Response> {
+    return this.fenced(`/v1/runtime/plugins/${pluginId}/grants`, { method: 'POST', body });
+  }
+
   /** Address of the runtime WebSocket for the lease this page holds. */
   socketUrl(): string {
     if (!this.sessionId || !this.lease) throw new Error('activate the session first');

@@ -1,5 +1,17 @@
+import type * as z from 'zod';
 import { mediaPlugin } from './media/media.plugin.js';
 import type { SettingsSchema } from './settings/settings-schema.js';
+
+/** A backend component a Runtime may obtain Plugin Grants for (the manifest's `backend` entries). */
+export interface PluginBackendComponent {
+  readonly id: string;
+  readonly grantScopes: readonly string[];
+  /** The context a grant carries to the component: validated as given, nothing the schema does not name. */
+  readonly context: z.ZodType<Readonly<Record<string, string>>>;
+}
+
+/** An installation configuration: always a JSON object, whatever else its Plugin's schema requires. */
+export type PluginConfigurationDocument = Readonly<Record<string, unknown>>;
 
 /**
  * The Plugins this registry carries in code, one release each. An Environment that installs a Plugin runs the
@@ -13,6 +25,15 @@ export interface PluginRelease {
   readonly name: string;
   readonly version: string;
   readonly settingsSchema: SettingsSchema;
+  /** Platform permissions the release requests; `plugin-grant:request` lets its Runtime code obtain Plugin Grants. */
+  readonly platformPermissions: readonly string[];
+  readonly backendComponents: readonly PluginBackendComponent[];
+
+  /**
+   * The structural schema of the configuration an operator gives an installation (spaces, policies …). The registry
+   * checks only this; the Plugin's own service applies any stricter rules. Without one, the Plugin takes none.
+   */
+  readonly configurationSchema?: z.ZodType<PluginConfigurationDocument>;
 }
 
 export const PLUGIN_ID = /^plg_[a-z0-9][a-z0-9_]{0,59}$/;

@@ -7,6 +7,7 @@ import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
+import { grantFenceHolds } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 export const BACKEND_GRANT_TTL_S = 5 * 60;
@@ -168,9 +169,7 @@ export class BackendGrants {
       const inactive = { active: false } as const;
       const row = await this.db.selectFrom('environment_backend_grants').selectAll().where('token_hash', '=', hashToken(token)).executeTakeFirst();
       if (!row || row.revoked_at !== null || row.expires_at.getTime() <= this.clock.now() || row.endpoint !== endpoint) return inactive;
-      if (!(await this.signInLive(row.oauth_grant_id))) return inactive;
-      const holder = await this.sessions.leaseHolder(row.account_id);
-      if (!holder || holder.sessionId !== row.session_id || holder.leaseId !== row.lease_id || holder.version !== row.lease_version) return inactive;
+      if (!(await grantFenceHolds(row, this.sessions, this.signInLive))) return inactive;
       return {
         active: true,
         grantId: row.id,

@@ -1,8 +1,8 @@
 import type { Clock, TimerHandle } from '../actors/clock.js';
 import type { PresenceState } from '../machines/runtime-session/runtime-session.machine.js';
-import { bearerToken, LEASE_VERSION, type RuntimeCaller } from '../transport/http/credentials.js';
+import { LEASE_VERSION, type RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
-import { bearerFromSubprotocols } from '../transport/ws/codecs.js';
+import { socketBearer } from '../transport/ws/codecs.js';
 import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
 import type { ControlTokens } from './control-tokens.js';
 import { coordinated } from './coordination.js';
@@ -97,10 +97,6 @@ export interface RuntimeSocketDependencies {
   readonly warn: (details: Record<string, unknown>, message: string) => void;
 }
 
-function bearerOf(headers: Readonly<Record<string, string>>): string | undefined {
-  return bearerFromSubprotocols(headers['sec-websocket-protocol'] ?? '') ?? bearerToken(headers);
-}
-
 const closeFor = (reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): number => RuntimeCloseCode[reason];
 
 /**
@@ -173,7 +169,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     messagesPerMinute: deps.messagesPerMinute,
     inbound: RuntimeClientMessage,
     async authenticate(upgrade) {
-      const caller = await deps.tokens.caller(upgrade.headers, bearerOf(upgrade.headers));
+      const caller = await deps.tokens.caller(upgrade.headers, socketBearer(upgrade.headers));
       const query = new URLSearchParams(upgrade.query);
       const sessionId = query.get('session');
       const leaseId = query.get('lease');
@@ -234,7 +230,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     idleTimeoutSeconds: 60,
     inbound: null,
     async authenticate(upgrade) {
-      const token = bearerOf(upgrade.headers);
+      const token = socketBearer(upgrade.headers);
       const claims = token ? await deps.controlTokens.verify(token) : undefined;
       if (!claims) {
         throw new HttpError(401, 'runtime_token_invalid', 'offer a valid control token as the subprotocol registry.bearer.<token>', { family: 'runtime' });

@@ -1,35 +1,10 @@
-import * as z from 'zod';
 import { LEASE_VERSION } from '../transport/http/credentials.js';
 import { API_VERSION } from '../transport/http/openapi.js';
+import { asyncApiMessages as messages } from '../transport/ws/asyncapi-messages.js';
 import { ControlServerMessage, RuntimeClientMessage, RuntimeCloseCode, RuntimeServerMessage } from './runtime-socket.messages.js';
 import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
 
 type Json = Record<string, unknown>;
-type Union = z.ZodDiscriminatedUnion<readonly z.ZodObject[]>;
-
-/** AsyncAPI's default schema format is a superset of JSON Schema draft 07. */
-function payload(schema: z.ZodType): Json {
-  const json = z.toJSONSchema(schema, { target: 'draft-7', io: 'output' }) as Json;
-  delete json.$schema;
-  return json;
-}
-
-/** `presence.update` → `presenceUpdate`: message keys must be identifiers. */
-const keyOf = (type: string): string => type.replace(/[._]([a-z])/g, (_, c: string) => c.toUpperCase());
-
-function messages(union: Union, prefix: string): Record<string, Json> {
-  const out: Record<string, Json> = {};
-  for (const option of union.options) {
-    const type = (option.shape as { type: z.ZodLiteral<string> }).type.value;
-    out[`${prefix}${keyOf(type).replace(/^./, (c) => c.toUpperCase())}`] = {
-      name: type,
-      title: type,
-      ...(option.description ? { summary: option.description } : {}),
-      payload: payload(option),
-    };
-  }
-  return out;
-}
 
 const CLOSE_CODES =
   'Close codes: 1000 normal; 1001 server shutting down (reconnect); 1003 frame type not that of the negotiated codec; ' +

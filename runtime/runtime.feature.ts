@@ -1,13 +1,16 @@
 import { runtimeKinds, type LeaseEnded } from '../actors/runtime.actors.js';
 import { identityServices } from '../identity/identity.feature.js';
-import type { ServerParts } from '../server/server.js';
+import { pluginInstallations } from '../plugins/plugins.feature.js';
+import type { ServerParts, ServerServices } from '../server/server.js';
 import { LEASE_VERSION, type CredentialVerifier } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { environmentBackendOpsRoutes, environmentBackendRoutes } from '../transport/http/routes/environment-backend.routes.js';
+import { pluginGrantRoutes } from '../transport/http/routes/plugin-grant.routes.js';
 import { runtimeSessionRoutes } from '../transport/http/routes/runtime-session.routes.js';
 import { BackendGrants } from './backend-grants.js';
 import { ControlTokens } from './control-tokens.js';
 import { EvictionQuota } from './eviction-quota.js';
+import { PluginGrants } from './plugin-grants.js';
 import { RuntimeActivity } from './runtime-activity.js';
 import { RuntimeSessions } from './runtime-sessions.js';
 import { runtimeSockets } from './runtime-sockets.js';
@@ -26,27 +29,53 @@ function requiredHeader(headers: Readonly<Record<string, string>>, name: string,
  * The Runtime plane: sessions and the one fenced lease per person, their credentials, and the sockets that follow
  * them. Built on identity (runtime access tokens are the Environment clients' OIDC access tokens).
  */
+export interface RuntimeServices {
+  readonly tokens: RuntimeTokens;
+  readonly activity: RuntimeActivity;
+  readonly sessions: RuntimeSessions;
+  readonly pluginGrants: PluginGrants;
+}
+
+const built = new WeakMap<ServerServices, Promise<RuntimeServices>>();
+
+/** One set of Runtime services per server, whichever feature asks first (the Media control plane follows sessions too). */
+export function runtimeServices(services: ServerServices): Promise<RuntimeServices> {
+  let pending = built.get(services);
+  if (!pending) built.set(services, (pending = buildRuntimeServices(services)));
+  return pending;
+}
+
+async function buildRuntimeServices(services: ServerServices): Promise<RuntimeServices> {
+  const { host, clock, storage, publicUrl, logger, config } = services;
+  const identity = await identityServices(services);
+  const log = logger.child({ component: 'runtime' });
+  const tokens = new RuntimeTokens({ keys: identity.keys, grants: identity.grants, directory: identity.directory, epochOf: identity.accounts.epochOf, issuer: publicUrl, clock });
+  const activity = new RuntimeActivity(clock);
+  const sessions = new RuntimeSessions({
+    host,
+    clock,
+    db: storage.db,
+    directory: identity.directory,
+    quota: new EvictionQuota(clock, config.runtimeEvictionsPerMinute),
+    activity,
+    leaseTtlMs: config.runtimeLeaseTtlSeconds * 1000,
+    warn: (details, message) => log.warn(details, message),
+  });
+  const installations = pluginInstallations(services);
+  const pluginGrants = new PluginGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId), (environmentId, pluginId) => installations.installed(environmentId, pluginId));
+  return { tokens, activity, sessions, pluginGrants };
+}
+
 export function runtimeFeature(): ServerParts {
   let leaseEnded: ((ended: LeaseEnded) => void) | undefined;
   let sockets: ReturnType<typeof runtimeSockets> | undefined;
   return {
     kinds: runtimeKinds((ended) => leaseEnded?.(ended)),
     build: async (services) => {
-      const { host, clock, storage, publicUrl, logger, config } = services;
+      const { clock, storage, publicUrl, logger, config } = services;
       const identity = await identityServices(services);
+      const { tokens, activity, sessions, pluginGrants } = await runtimeServices(services);
       const log = logger.child({ component: 'runtime' });
-      const tokens = new RuntimeTokens({ keys: identity.keys, grants: identity.grants, directory: identity.directory, epochOf: identity.accounts.epochOf, issuer: publicUrl, clock });
-      const activity = new RuntimeActivity(clock);
-      const sessions = new RuntimeSessions({
-        host,
-        clock,
-        db: storage.db,
-        directory: identity.directory,
-        quota: new EvictionQuota(clock, config.runtimeEvictionsPerMinute),
-        activity,
-        leaseTtlMs: config.runtimeLeaseTtlSeconds * 1000,
-        warn: (details, message) => log.warn(details, message),
-      });
       leaseEnded = sessions.leaseEnded;
       identity.sessions.onLogout(async (browserId) => {
         const revoked = await sessions.revokeBrowser(browserId);
@@ -92,7 +121,11 @@ export function runtimeFeature(): ServerParts {
       const asyncApi = (): string => (asyncApiText ??= JSON.stringify(buildRuntimeAsyncApi(new URL(publicUrl()).host)));
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
       return {
-        routes: [...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }), ...environmentBackendRoutes({ grants: backendGrants, sessions })],
+        routes: [
+          ...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }),
+          ...environmentBackendRoutes({ grants: backendGrants, sessions }),
+          ...pluginGrantRoutes({ grants: pluginGrants, sessions }),
+        ],
         opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
         verifiers,
         stop: async () => sockets?.stop(),

@@ -23,6 +23,7 @@ export interface Database {
   environment_backend_grants: EnvironmentBackendGrantTable;
   plugin_installations: PluginInstallationTable;
   plugin_settings: PluginSettingTable;
+  plugin_grants: PluginGrantTable;
 }
 
 export interface SigningKeyTable {
@@ -254,6 +255,10 @@ export interface PluginInstallationTable {
   /** `operator:<name>`, as in the audit trail. */
   installed_by: string;
   installed_at: Instant;
+  /** As written; it may no longer satisfy the installed release's schema, so readers validate it. NULL: unconfigured. */
+  configuration: ColumnType<unknown, string | null | undefined, string | null>;
+  configured_by: ColumnType<string | null, string | null | undefined, string | null>;
+  configured_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 /** One persisted settings leaf of one layer (see migration 0006 for who owns which layer). */
@@ -268,4 +273,27 @@ export interface PluginSettingTable {
   /** As written; it may no longer satisfy the installed schema, so readers validate it. */
   value: Json<unknown>;
   updated_at: Instant;
+}
+
+/** A Plugin Grant (migration 0008): the fence it was issued under is checked again on every use. */
+export interface PluginGrantTable {
+  id: string;
+  /** SHA-256 of the grant token. */
+  token_hash: string;
+  plugin_id: string;
+  component: string;
+  account_id: string;
+  actor_id: string;
+  environment_id: string;
+  origin: string;
+  oauth_grant_id: string;
+  session_id: string;
+  lease_id: string;
+  lease_version: Int8;
+  scopes: Json<string[]>;
+  roles: Json<string[]>;
+  context: Json<Record<string, string>>;
+  created_at: Instant;
+  expires_at: Instant;
+  revoked_at: NullableInstant;
 }

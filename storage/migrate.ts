@@ -7,6 +7,8 @@ import * as access0003 from './migrations/0003-access.js';
 import * as reviewHost0004 from './migrations/0004-review-host.js';
 import * as runtime0005 from './migrations/0005-runtime.js';
 import * as pluginSettings0006 from './migrations/0006-plugin-settings.js';
+import * as pluginConfiguration0007 from './migrations/0007-plugin-configuration.js';
+import * as pluginGrants0008 from './migrations/0008-plugin-grants.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -19,6 +21,8 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0004-review-host': reviewHost0004,
   '0005-runtime': runtime0005,
   '0006-plugin-settings': pluginSettings0006,
+  '0007-plugin-configuration': pluginConfiguration0007,
+  '0008-plugin-grants': pluginGrants0008,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -94,8 +94,9 @@ export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
   z
     .strictObject({ type: z.literal('hello'), protocol: z.literal(MEDIA_PROTOCOL_VERSION), memberId: MemberId, scope: z.string(), grantExpiresAt: z.iso.datetime(), limits: z.strictObject({ maxMessageBytes: z.number().int(), requestsPerMinute: z.number().int() }) })
     .describe('First message on a new connection: who the grant says this is, and until when the connection may live without `grant.refresh`.'),
-  z.strictObject({ type: z.literal('response'), id: RequestId, ok: z.literal(true), result: z.looseObject({}) }).describe('The answer to one request; `result` depends on the request type (see the AsyncAPI description).'),
-  z.strictObject({ type: z.literal('response'), id: RequestId, ok: z.literal(false), error: ErrorBody }).describe('The request was refused; the connection stays open.'),
+  z
+    .strictObject({ type: z.literal('response'), id: RequestId, ok: z.boolean(), result: z.looseObject({}).optional(), error: ErrorBody.optional() })
+    .describe('The answer to one request: `ok: true` with a `result` that depends on the request type, or `ok: false` with an `error` (the request was refused; the connection stays open).'),
   z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe('The whole room view after every change (keep the highest `revision`).'),
   z.strictObject({ type: z.literal('producer.added'), producer: ProducerViewSchema }).describe('Someone started publishing: `consume` it to hear or see it.'),
   z.strictObject({ type: z.literal('producer.removed'), producerId: MediaId }).describe('A producer ended; its consumers are closed.'),

@@ -57,3 +57,9 @@ export async function logoutBrowser(baseUrl: string, person: RuntimePerson): Pro
   const { csrfToken } = (await consoleSession.json()) as { csrfToken: string };
   return person.browser.fetch(`${baseUrl}/v1/auth/logout`, { method: 'POST', headers: { 'x-csrf-token': csrfToken } });
 }
+
+/** Installs a Plugin in an Environment through the operator listener. */
+export async function installPlugin(opsUrl: string, environmentId: string, pluginId: string): Promise<void> {
+  const res = await fetch(`${opsUrl}/registry/environments/${environmentId}/plugins/${pluginId}`, { method: 'PUT', headers: { 'x-operator-name': 'test-operator' } });
+  if (res.status !== 200) throw new Error(`plugin install: ${res.status} ${await res.text()}`);
+}

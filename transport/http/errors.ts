@@ -1,3 +1,5 @@
+import type * as z from 'zod';
+
 /**
  * Errors as the API shows them. The spec has two bodies:
  *   - a flat RFC 7807 `application/problem+json` Problem for runtime authorization, account policy, fencing and
@@ -178,4 +180,18 @@ export function renderError(error: HttpError, preferred: ErrorFormat, requestId:
       },
     },
   };
+}
+
+/** A zod failure as the API's error details: one per issue, each unknown member named by its own pointer. */
+export function validationDetails(error: z.ZodError, part: ErrorDetail['in']): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  for (const issue of error.issues) {
+    const base = issue.path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) details.push({ pointer: `${base}/${key}`, in: part, code: 'unrecognized', message: 'unknown member' });
+    } else {
+      details.push({ pointer: base, in: part, code: issue.code, message: issue.message });
+    }
+  }
+  return details;
 }

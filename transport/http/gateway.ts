@@ -5,7 +5,7 @@ import { ActorHostError } from '../../actors/errors.js';
 import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-store.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
-import { HttpError, renderError, statusTitle, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { HttpError, renderError, statusTitle, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import type { AnyRoute } from './route.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -375,15 +375,6 @@ function validate(
   }
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  const details: ErrorDetail[] = [];
-  for (const issue of parsed.error.issues) {
-    const base = issue.path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
-    if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) details.push({ pointer: `${base}/${key}`, in: part, code: 'unrecognized', message: 'unknown member' });
-    } else {
-      details.push({ pointer: base, in: part, code: issue.code, message: issue.message });
-    }
-  }
   const where = part === 'body' ? 'request body' : `${part} parameters`;
-  throw new HttpError(400, 'validation_failed', `the ${where} did not validate`, { details });
+  throw new HttpError(400, 'validation_failed', `the ${where} did not validate`, { details: validationDetails(parsed.error, part) });
 }

@@ -1,3 +1,4 @@
+import { bearerToken } from '../http/credentials.js';
 import { Decoder, Encoder } from '@msgpack/msgpack';
 
 /**
@@ -86,6 +87,11 @@ export function chooseCodec(header: string, codecs: readonly WsCodec[]): CodecCh
  * `registry.bearer.<token>`, beside the codec the client wants (which is the one echoed).
  */
 export const BEARER_SUBPROTOCOL = 'registry.bearer.';
+
+/** The bearer of a WebSocket upgrade: offered as a subprotocol (browsers), else an `Authorization` header (tools). */
+export function socketBearer(headers: Readonly<Record<string, string>>): string | undefined {
+  return bearerFromSubprotocols(headers['sec-websocket-protocol'] ?? '') ?? bearerToken(headers);
+}
 
 export function bearerFromSubprotocols(header: string): string | undefined {
   for (const token of header.split(',')) {

@@ -1,0 +1,105 @@
+import { asyncApiMessages } from '../../transport/ws/asyncapi-messages.js';
+import { MEDIA_LIMITS, MediaCloseCode, MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from './media-control.messages.js';
+import { MEDIA_CONTROL_PATH } from './media-control.socket.js';
+
+type Json = Record<string, unknown>;
+
+const RESULTS =
+  'Results (`response.result`) by request: `room.join` → `{ routerRtpCapabilities, self, room, producers, resumed, encryption, e2ee }` ' +
+  '(`producers`: what is already published, to `consume`); `transport.create` → `{ transportId, iceParameters, ' +
+  'iceCandidates, dtlsParameters }`; `produce` → `{ producerId }`; `consume` → `{ consumerId, producerId, kind, ' +
+  'rtpParameters }` (paused until `consumer.resume`); `screen.start` → `{ screenProfile, encodings, contentHint }` ' +
+  '(the encoding hint of the space\'s `screenProfile`); `grant.refresh` → `{ grantExpiresAt }`; every other request → `{}` ' +
+  'or `{ room }`. Refusal codes (`response.error.code`) are listed with the room rules below.';
+
+const CLOSE_CODES =
+  'Close codes: 1000 normal; 1001 server shutting down (reconnect: a member keeps its place for the reconnect grace); ' +
+  '1007 undecodable message; 1009 message over maxMessageBytes; 1011 internal error; 4008 slow consumer; 4029 over ' +
+  `requestsPerMinute; ${MediaCloseCode.grantEnded} the grant ended (its Runtime was superseded, released, lapsed or ` +
+  `signed out); ${MediaCloseCode.replaced} replaced by a newer connection of the same person (maxConcurrentSessions ` +
+  `${MEDIA_LIMITS.maxConcurrentSessions}); ${MediaCloseCode.grantExpired} the grant expired without \`grant.refresh\`; ` +
+  `${MediaCloseCode.removed} removed from the room.`;
+
+const UPGRADE_REFUSALS =
+  'Upgrade refusals (HTTP, problem+json): 401 `media_grant_invalid` (no live Media `control` grant offered as ' +
+  'subprotocol `registry.bearer.<grant>`); 403 `media_scope_missing` (the grant lacks `media:connect`), ' +
+  '`media_origin_mismatch` (Origin is not the grant\'s); 404 `media_scope_unknown` (the grant\'s context scope names ' +
+  `no configured space, and no direct call the Environment allows); 429 \`media_context_full\` (already ` +
+  `${MEDIA_LIMITS.maxParticipantsPerContext} connections for the context, maxParticipantsPerContext); 503 ` +
+  '`runtime_coordination_unavailable`.';
+
+/**
+ * The AsyncAPI 3.0.0 document `media-v2-data-plane`: the Media control plane's WebSocket, built from the same zod
+ * schemas that validate its traffic. `roomRules` is the room machine's states and transitions (the contract leaves
+ * them "not shown"; ours are part of the document).
+ */
+export function buildMediaControlAsyncApi(options: { serverHost: string; version: string; roomRules: string }): Json {
+  const inbound = asyncApiMessages(MediaV2ClientMessageSchema, 'client');
+  const outbound = asyncApiMessages(MediaV2ServerMessageSchema, 'server');
+  const refs = (names: string[]): Json => Object.fromEntries(names.map((n) => [n, { $ref: `#/components/messages/${n}` }]));
+  const nameOf = (key: string): string => String((({ ...inbound, ...outbound })[key] as { name: string }).name);
+  const operation = (action: 'send' | 'receive', key: string): Json => ({
+    action,
+    channel: { $ref: '#/channels/control' },
+    summary: action === 'receive' ? `The client sends \`${nameOf(key)}\`.` : `The server sends \`${nameOf(key)}\`.`,
+    messages: [{ $ref: `#/channels/control/messages/${key}` }],
+  });
+  return {
+    asyncapi: '3.0.0',
+    id: 'urn:registry:plugins:media:media-v2-data-plane',
+    info: {
+      title: 'Media control plane (media-v2-data-plane)',
+      version: options.version,
+      description: [
+        'The WebSocket of the Media plugin\'s backend component `control`: call signaling, space membership, media ' +
+          'authorization and moderation. Media itself flows over WebRTC to the SFU; this channel negotiates it.',
+        `Limits: maxMessageBytes ${MEDIA_LIMITS.maxMessageBytes}, requestsPerMinute ${MEDIA_LIMITS.requestsPerMinute} ` +
+          `(a token bucket per connection), maxParticipantsPerContext ${MEDIA_LIMITS.maxParticipantsPerContext}, ` +
+          `maxConcurrentSessions ${MEDIA_LIMITS.maxConcurrentSessions} (a newer connection of the same person replaces the older).`,
+        'Frames are JSON text (subprotocol `registry.v1.json`; browsers offer the grant as one more subprotocol, ' +
+          '`registry.bearer.<grant>`, never echoed). Every request carries an `id` answered by exactly one `response`.',
+        RESULTS,
+        UPGRADE_REFUSALS,
+        CLOSE_CODES,
+        options.roomRules,
+      ].join('\n\n'),
+      license: { name: 'MIT' },
+    },
+    servers: {
+      rtc: {
+        host: options.serverHost,
+        protocol: 'wss',
+        description: 'The Media control plane (`{rtc_url}`), on the registry gateway (uWebSockets.js).',
+        security: [{ $ref: '#/components/securitySchemes/pluginGrant' }],
+      },
+    },
+    defaultContentType: 'application/json',
+    channels: {
+      control: {
+        address: MEDIA_CONTROL_PATH,
+        title: 'Media control',
+        description:
+          'One connection per person and context scope. Admitted with a live Plugin Grant for `plg_media` component ' +
+          '`control` holding `media:connect`, from the grant\'s origin. The context scope names the room: a configured ' +
+          'space id, or `call:<anything>` for a direct call when `directCalls.enabled`.',
+        servers: [{ $ref: '#/servers/rtc' }],
+        messages: refs([...Object.keys(inbound), ...Object.keys(outbound)]),
+      },
+    },
+    operations: {
+      ...Object.fromEntries(Object.keys(inbound).map((key) => [`receive${key.slice('client'.length)}`, operation('receive', key)])),
+      ...Object.fromEntries(Object.keys(outbound).map((key) => [`send${key.slice('server'.length)}`, operation('send', key)])),
+    },
+    components: {
+      messages: { ...inbound, ...outbound },
+      securitySchemes: {
+        pluginGrant: {
+          type: 'httpApiKey',
+          name: 'Sec-WebSocket-Protocol',
+          in: 'header',
+          description: 'The Plugin Grant from `POST /v1/runtime/plugins/plg_media/grants`, offered as subprotocol `registry.bearer.<grant>`.',
+        },
+      },
+    },
+  };
+}

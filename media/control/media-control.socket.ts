@@ -1,0 +1,187 @@
+import type { Clock, TimerHandle } from '../../actors/clock.js';
+import { MEDIA_PLUGIN_ID, MEDIA_CONTROL_COMPONENT } from '../../plugins/media/media.plugin.js';
+import { coordinated } from '../../runtime/coordination.js';
+import type { LivePluginGrant, PluginGrants } from '../../runtime/plugin-grants.js';
+import type { RuntimeActivity } from '../../runtime/runtime-activity.js';
+import { HttpError } from '../../transport/http/errors.js';
+import { socketBearer } from '../../transport/ws/codecs.js';
+import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
+import {
+  MEDIA_LIMITS,
+  MEDIA_PROTOCOL_VERSION,
+  MediaCloseCode,
+  MediaV2ClientMessageSchema,
+  type MediaV2ClientMessage,
+  type MediaV2ServerMessage,
+} from './media-control.messages.js';
+
+export const MEDIA_CONTROL_PATH = '/v1/plugins/media/control';
+
+/** A refusal of one request: answered on the request's `response`, the connection stays open. */
+export class MediaRequestError extends Error {
+  override readonly name = 'MediaRequestError';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** One control connection of one member. `grant` moves forward on `grant.refresh`. */
+export interface MediaConnectionUser {
+  grant: LivePluginGrant;
+  readonly memberId: string;
+  /** `<environmentId>.<scope>`: the room this connection is about. */
+  readonly roomKey: string;
+  readonly scope: string;
+  unsubscribe?: () => void;
+  expiry?: TimerHandle;
+}
+
+export type MediaConnection = WsConnection<MediaConnectionUser, MediaV2ServerMessage>;
+
+/** What the socket asks of the rooms: answer one request, and hear that a connection went away. */
+export interface MediaRoomsPort {
+  /** Whether the scope names a room of this Environment (a configured space, or a call when direct calls are on). */
+  admits(environmentId: string, scope: string): Promise<boolean>;
+  /** The result of one room request; throws MediaRequestError to refuse it. */
+  request(conn: MediaConnection, message: Exclude<MediaV2ClientMessage, { type: 'grant.refresh' | 'ping' }>): Promise<Record<string, unknown>>;
+  /** The connection closed (dropped or replaced): the member keeps its place for the reconnect grace. */
+  disconnected(conn: MediaConnection): void;
+}
+
+export interface MediaControlSocketDeps {
+  readonly grants: PluginGrants;
+  readonly activity: RuntimeActivity;
+  readonly rooms: MediaRoomsPort;
+  readonly clock: Clock;
+  readonly limits?: Partial<typeof MEDIA_LIMITS>;
+}
+
+const refuse = (status: number, code: string, message: string): HttpError => new HttpError(status, code, message, { family: 'runtime' });
+
+/**
+ * The Media control plane's WebSocket (`wss://{rtc_url}/v1/plugins/media/control`). A connection is admitted with a
+ * live Plugin Grant for the `control` component holding `media:connect`, from the grant's own origin, for a scope that
+ * names a room of the Environment. It lives as long as the grant: the grant's expiry (unless refreshed), the end of
+ * its Runtime fence (supersession, release, lapse, logout) and a newer connection of the same person
+ * (maxConcurrentSessions 1) each close it with a `session.ended` first. Limits: maxMessageBytes and requestsPerMinute
+ * per connection (the framework's 1009 and 4029), maxParticipantsPerContext connections per room (429 at upgrade).
+ */
+export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: WebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>; connections(): number } {
+  const limits = { ...MEDIA_LIMITS, ...deps.limits };
+  /** The one connection of each member (`<environmentId> <actorId>`). */
+  const byMember = new Map<string, MediaConnection>();
+  /** Open connections per room. */
+  const perRoom = new Map<string, Set<MediaConnection>>();
+  const memberKey = (grant: LivePluginGrant): string => `${grant.environmentId} ${grant.actorId}`;
+
+  const end = (conn: MediaConnection, reason: 'replaced' | 'grant_expired' | 'grant_ended', code: number): void => {
+    conn.send({ type: 'session.ended', reason });
+    conn.close(code, reason);
+  };
+
+  const verify = async (token: string | undefined): Promise<LivePluginGrant | undefined> =>
+    token ? coordinated(() => deps.grants.verify(token, MEDIA_PLUGIN_ID)) : undefined;
+
+  const armExpiry = (conn: MediaConnection): void => {
+    if (conn.user.expiry) deps.clock.clearTimeout(conn.user.expiry);
+    conn.user.expiry = deps.clock.setTimeout(() => end(conn, 'grant_expired', MediaCloseCode.grantExpired), Math.max(0, conn.user.grant.expiresAt - deps.clock.now()));
+  };
+
+  const follow = (conn: MediaConnection): void => {
+    conn.user.unsubscribe?.();
+    conn.user.unsubscribe = deps.activity.subscribe(conn.user.grant.sessionId, (event) => {
+      // Anything but the session staying active under the grant's lease ends the grant.
+      if (event.type === 'browser.signed_out' || event.status !== 'active' || event.leaseVersion !== conn.user.grant.leaseVersion) {
+        end(conn, 'grant_ended', MediaCloseCode.grantEnded);
+      }
+    });
+  };
+
+  const endpoint = defineWebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>({
+    path: MEDIA_CONTROL_PATH,
+    name: 'media-control',
+    maxMessageBytes: limits.maxMessageBytes,
+    maxBackpressureBytes: 1024 * 1024,
+    idleTimeoutSeconds: 32,
+    messagesPerMinute: limits.requestsPerMinute,
+    inbound: MediaV2ClientMessageSchema,
+    errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, ...(error.details ? { details: [...error.details] } : {}) }),
+    async authenticate(upgrade) {
+      const grant = await verify(socketBearer(upgrade.headers));
+      if (!grant || grant.component !== MEDIA_CONTROL_COMPONENT) {
+        throw refuse(401, 'media_grant_invalid', 'offer a live Media control Plugin Grant as the subprotocol registry.bearer.<grant>');
+      }
+      if (!grant.scopes.includes('media:connect')) throw refuse(403, 'media_scope_missing', 'the grant does not hold media:connect');
+      if (upgrade.headers.origin !== grant.origin) throw refuse(403, 'media_origin_mismatch', 'the grant is bound to another origin');
+      const scope = grant.context.scope;
+      if (scope === undefined || !(await deps.rooms.admits(grant.environmentId, scope))) {
+        throw refuse(404, 'media_scope_unknown', 'the grant names no space of this Environment, and no direct call it allows');
+      }
+      const roomKey = `${grant.environmentId}.${scope}`;
+      const room = perRoom.get(roomKey);
+      const replacing = byMember.get(memberKey(grant));
+      const others = room ? room.size - (replacing && room.has(replacing) ? 1 : 0) : 0;
+      if (others >= limits.maxParticipantsPerContext) {
+        throw refuse(429, 'media_context_full', `at most ${limits.maxParticipantsPerContext} connections per context`);
+      }
+      return { grant, memberId: grant.actorId, roomKey, scope };
+    },
+    onOpen(conn) {
+      const key = memberKey(conn.user.grant);
+      const previous = byMember.get(key);
+      byMember.set(key, conn);
+      if (previous) end(previous, 'replaced', MediaCloseCode.replaced);
+      let room = perRoom.get(conn.user.roomKey);
+      if (!room) perRoom.set(conn.user.roomKey, (room = new Set()));
+      room.add(conn);
+      follow(conn);
+      armExpiry(conn);
+      conn.send({
+        type: 'hello',
+        protocol: MEDIA_PROTOCOL_VERSION,
+        memberId: conn.user.memberId,
+        scope: conn.user.scope,
+        grantExpiresAt: new Date(conn.user.grant.expiresAt).toISOString(),
+        limits: { maxMessageBytes: limits.maxMessageBytes, requestsPerMinute: limits.requestsPerMinute },
+      });
+    },
+    async onMessage(conn, message) {
+      const answer = (result: Record<string, unknown>): void => void conn.send({ type: 'response', id: message.id, ok: true, result });
+      const fail = (code: string, text: string): void => void conn.send({ type: 'response', id: message.id, ok: false, error: { code, message: text } });
+      try {
+        if (message.type === 'ping') return answer({});
+        if (message.type === 'grant.refresh') {
+          const fresh = await verify(message.grant);
+          const current = conn.user.grant;
+          if (!fresh || fresh.component !== MEDIA_CONTROL_COMPONENT || fresh.environmentId !== current.environmentId || fresh.actorId !== current.actorId || fresh.context.scope !== current.context.scope || fresh.origin !== current.origin) {
+            return fail('media_grant_invalid', 'the new grant must be live and for the same person, Environment, origin and scope');
+          }
+          conn.user.grant = fresh;
+          follow(conn);
+          armExpiry(conn);
+          return answer({ grantExpiresAt: new Date(fresh.expiresAt).toISOString() });
+        }
+        if (conn.closed) return;
+        answer(await deps.rooms.request(conn, message));
+      } catch (error) {
+        if (error instanceof MediaRequestError) return fail(error.code, error.message);
+        if (error instanceof HttpError && error.status === 503) return fail(error.code, error.message);
+        throw error;
+      }
+    },
+    onClose(conn) {
+      conn.user.unsubscribe?.();
+      if (conn.user.expiry) deps.clock.clearTimeout(conn.user.expiry);
+      const key = memberKey(conn.user.grant);
+      if (byMember.get(key) === conn) byMember.delete(key);
+      const room = perRoom.get(conn.user.roomKey);
+      room?.delete(conn);
+      if (room?.size === 0) perRoom.delete(conn.user.roomKey);
+      deps.rooms.disconnected(conn);
+    },
+  });
+  return { endpoint, connections: () => byMember.size };
+}

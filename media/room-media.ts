@@ -1,0 +1,440 @@
+import { EventEmitter } from 'node:events';
+import type { types } from 'mediasoup';
+import type { Logger } from 'pino';
+import { clientRtpCapabilities, producerRtpParameters, ROOM_MEDIA_CODECS, type EncryptionMode } from './media-codecs.js';
+import { MediaError } from './media-error.js';
+import { PeerMedia, type PeerTransport, type TransportDirection } from './peer-media.js';
+import { RoomRouter } from './room-router.js';
+import type { MediaWorkerPool, WorkerLost } from './worker-pool.js';
+
+/** mediasoup's documented capacity of one worker (one CPU core): about 500 consumers. */
+export const DEFAULT_CONSUMER_BUDGET = 500;
+
+export interface RoomMediaOptions {
+  readonly pool: MediaWorkerPool;
+  readonly roomId: string;
+  readonly encryption: EncryptionMode;
+  /** Where transports listen; 127.0.0.1 by default. */
+  readonly listenIp?: string;
+  /** The address clients are told to reach (a public address in front of `listenIp`). */
+  readonly announcedAddress?: string;
+  /** Consumers one router takes before new recv transports go to another router (see `createTransport`). */
+  readonly consumerBudget?: number;
+  /**
+   * Consumers a new recv transport is expected to hold (a stage: its speaker seats), counted against the budget
+   * while the listener has not subscribed yet; at least the number of producers in the room.
+   */
+  readonly expectedConsumersPerRecvTransport?: number;
+  /** AudioLevelObserver report period in `transport` rooms. */
+  readonly audioLevelIntervalMs?: number;
+  readonly logger?: Logger;
+}
+
+export type MediaSource = 'microphone' | 'screen';
+
+export interface WebRtcTransportParams {
+  readonly id: string;
+  readonly iceParameters: types.IceParameters;
+  readonly iceCandidates: readonly types.IceCandidate[];
+  readonly dtlsParameters: types.DtlsParameters;
+  /** No data channels: the control plane carries everything else. */
+  readonly sctpParameters: undefined;
+}
+
+/** A plain RTP transport (gateways, tests, benchmarks): where to send RTP to, or where it sends from. */
+export interface PlainTransportParams {
+  readonly id: string;
+  readonly ip: string;
+  readonly port: number;
+}
+
+export interface ProduceRequest {
+  readonly kind: types.MediaKind;
+  readonly rtpParameters: types.RtpParameters;
+  readonly appData: { readonly source: MediaSource };
+}
+
+export interface ConsumerParams {
+  readonly id: string;
+  /** The producer as the room knows it (its id on the main router), whatever router the consumer reads from. */
+  readonly producerId: string;
+  readonly kind: types.MediaKind;
+  readonly rtpParameters: types.RtpParameters;
+  readonly type: types.ConsumerType;
+  readonly producerPaused: boolean;
+  /** Always true: the client resumes it (`resumeConsumer`) once its track is ready, so no keyframe is lost. */
+  readonly paused: true;
+}
+
+export interface ProducerClosed {
+  readonly type: 'producer.closed';
+  readonly producerId: string;
+  readonly peerId: string;
+  /** Consumers of it the room closed; tell their owners. */
+  readonly consumers: readonly { readonly peerId: string; readonly consumerId: string }[];
+}
+
+/** A worker of this room died: these peers' transports are gone and must be recreated (then re-produce). */
+export interface MediaLost {
+  readonly type: 'media.lost';
+  readonly pid: number;
+  readonly peerIds: readonly string[];
+  /** False when no live worker could take the room's main router: every call then fails `media_unavailable`. */
+  readonly rebuilt: boolean;
+}
+
+/** Speaking microphones, loudest first (dBov, -127 to 0); empty on silence. Only in `transport` rooms. */
+export interface AudioLevels {
+  readonly type: 'audio.levels';
+  readonly levels: readonly { readonly peerId: string; readonly producerId: string; readonly volume: number }[];
+}
+
+export interface RoomMediaEvents {
+  producerclosed: [ProducerClosed];
+  medialost: [MediaLost];
+  audiolevels: [AudioLevels];
+}
+
+export interface RouterPlacement {
+  readonly routerId: string;
+  readonly pid: number;
+  readonly main: boolean;
+  readonly consumers: number;
+  readonly pipedProducers: number;
+}
+
+interface Source {
+  readonly peerId: string;
+  readonly producer: types.Producer;
+}
+
+/**
+ * One room's media. Producers live on the room's main router. Recv transports are placed, when created, on the first
+ * router still within its consumer budget; when none is, a new router is made on the least-loaded worker (another
+ * worker than the room's, while there is one) and the producers its consumers need are piped to it from the main
+ * router (`pipeToRouter`, one pipe per producer and router). When a worker dies the room drops what was on it,
+ * rebuilds its main router on a live worker if that was lost, and reports the peers whose transports were there.
+ */
+export class RoomMedia extends EventEmitter<RoomMediaEvents> {
+  readonly roomId: string;
+  readonly encryption: EncryptionMode;
+  readonly #pool: MediaWorkerPool;
+  readonly #listenInfo: types.TransportListenInfo;
+  readonly #budget: number;
+  readonly #expectedPerRecv: number;
+  readonly #audioLevelIntervalMs: number;
+  readonly #logger: Logger | undefined;
+  readonly #peers = new Map<string, PeerMedia>();
+  readonly #sources = new Map<string, Source>();
+  /** The main router first; other routers of a dead worker are removed. */
+  #routers: RoomRouter[];
+  #audioLevels: types.AudioLevelObserver | undefined;
+  /** Recv transport placement runs one at a time, so concurrent joins do not all squeeze under one budget. */
+  #placement: Promise<unknown> = Promise.resolve();
+  readonly #unsubscribe: () => void;
+  #closed = false;
+
+  private constructor(options: RoomMediaOptions, main: RoomRouter) {
+    super();
+    this.roomId = options.roomId;
+    this.encryption = options.encryption;
+    this.#pool = options.pool;
+    this.#listenInfo = Object.freeze({
+      protocol: 'udp',
+      ip: options.listenIp ?? '127.0.0.1',
+      ...(options.announcedAddress ? { announcedAddress: options.announcedAddress } : {}),
+    });
+    this.#budget = options.consumerBudget ?? DEFAULT_CONSUMER_BUDGET;
+    this.#expectedPerRecv = options.expectedConsumersPerRecvTransport ?? 1;
+    this.#audioLevelIntervalMs = options.audioLevelIntervalMs ?? 800;
+    this.#logger = options.logger;
+    this.#routers = [main];
+    this.#unsubscribe = options.pool.onWorkerLost((event) => void this.#recover(event));
+  }
+
+  static async create(options: RoomMediaOptions): Promise<RoomMedia> {
+    if (!Number.isInteger(options.consumerBudget ?? 1) || (options.consumerBudget ?? 1) < 1) {
+      throw new RangeError(`consumerBudget must be a positive integer, got ${options.consumerBudget}`);
+    }
+    const main = await RoomMedia.#newRouter(options.pool, options.roomId, new Set());
+    const room = new RoomMedia(options, main);
+    try {
+      await room.#observeAudioLevels();
+    } catch (error) {
+      room.close();
+      throw error;
+    }
+    return room;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** What clients load their device with (and consume with): the main router's, less the audio level in sfu_blind. */
+  get rtpCapabilities(): types.RtpCapabilities {
+    return clientRtpCapabilities(this.#main().router.rtpCapabilities, this.encryption);
+  }
+
+  /** The room's routers, main first, and what each carries. */
+  routers(): readonly RouterPlacement[] {
+    return this.#routers.map((r, i) => ({
+      routerId: r.router.id,
+      pid: r.pid,
+      main: i === 0,
+      consumers: r.consumers,
+      pipedProducers: r.pipedProducers,
+    }));
+  }
+
+  peerIds(): readonly string[] {
+    return [...this.#peers.keys()];
+  }
+
+  /** A WebRTC transport for `peerId`: send transports on the main router, recv transports where there is room. */
+  async createTransport(peerId: string, direction: TransportDirection): Promise<WebRtcTransportParams> {
+    const transport = await this.#place(peerId, direction, (router) =>
+      router.createWebRtcTransport({ listenInfos: [this.#listenInfo], enableSctp: false }),
+    );
+    return {
+      id: transport.id,
+      iceParameters: transport.iceParameters,
+      iceCandidates: transport.iceCandidates,
+      dtlsParameters: transport.dtlsParameters,
+      sctpParameters: undefined,
+    };
+  }
+
+  /**
+   * A plain RTP transport, placed as `createTransport` places WebRTC ones. A send transport learns its sender's
+   * address from the first packet (comedia); a recv transport is told where to send with `connectPlainTransport`.
+   */
+  async createPlainTransport(peerId: string, direction: TransportDirection): Promise<PlainTransportParams> {
+    const transport = await this.#place(peerId, direction, (router) =>
+      router.createPlainTransport({ listenInfo: this.#listenInfo, rtcpMux: true, comedia: direction === 'send' }),
+    );
+    return { id: transport.id, ip: this.#listenInfo.announcedAddress ?? transport.tuple.localAddress, port: transport.tuple.localPort };
+  }
+
+  async connectTransport(peerId: string, transportId: string, dtlsParameters: types.DtlsParameters): Promise<void> {
+    const { transport } = this.#peer(peerId).transport(transportId);
+    if (transport.type !== 'webrtc') throw new MediaError('transport_not_found', `transport ${transportId} is not a WebRTC transport`);
+    await (transport as types.WebRtcTransport).connect({ dtlsParameters });
+  }
+
+  async connectPlainTransport(peerId: string, transportId: string, remote: { readonly ip: string; readonly port: number }): Promise<void> {
+    const { transport } = this.#peer(peerId).transport(transportId, 'recv');
+    if (transport.type !== 'plain') throw new MediaError('transport_not_found', `transport ${transportId} is not a plain transport`);
+    await (transport as types.PlainTransport).connect({ ip: remote.ip, port: remote.port });
+  }
+
+  async produce(peerId: string, transportId: string, request: ProduceRequest): Promise<{ readonly id: string }> {
+    const peer = this.#peer(peerId);
+    const { transport } = peer.transport(transportId, 'send');
+    const { source } = request.appData;
+    if ((source === 'microphone' && request.kind !== 'audio') || (source === 'screen' && request.kind !== 'video')) {
+      throw new MediaError('invalid_source', `a ${source} producer cannot be ${request.kind}`);
+    }
+    const producer = await transport.produce({
+      kind: request.kind,
+      rtpParameters: producerRtpParameters(request.rtpParameters, this.encryption),
+      appData: { peerId, source },
+    });
+    if (peer.closed) {
+      producer.close();
+      throw new MediaError('peer_not_found', `peer ${peerId} left while producing`);
+    }
+    peer.addProducer(producer);
+    this.#watchSource(peerId, producer);
+    if (source === 'microphone') await this.#audioLevels?.addProducer({ producerId: producer.id });
+    return { id: producer.id };
+  }
+
+  /**
+   * A paused consumer of `producerId` on the peer's recv transport; when that transport is on another router than the
+   * main one, the producer is piped there first (once per router).
+   */
+  async consume(peerId: string, transportId: string, producerId: string, rtpCapabilities: types.RtpCapabilities): Promise<ConsumerParams> {
+    const peer = this.#peer(peerId);
+    const { transport, router } = peer.transport(transportId, 'recv');
+    const source = this.#sources.get(producerId);
+    if (!source) throw new MediaError('producer_not_found', `room ${this.roomId} has no producer ${producerId}`);
+    const capabilities = clientRtpCapabilities(rtpCapabilities, this.encryption);
+    const localId = await router.producerId(this.#main(), producerId);
+    if (!this.#sources.has(producerId)) throw new MediaError('producer_not_found', `producer ${producerId} closed`);
+    if (!router.router.canConsume({ producerId: localId, rtpCapabilities: capabilities })) {
+      throw new MediaError('cannot_consume', `peer ${peerId} cannot receive producer ${producerId} with its capabilities`);
+    }
+    const consumer = await transport.consume({ producerId: localId, rtpCapabilities: capabilities, paused: true });
+    if (peer.closed || !this.#sources.has(producerId)) {
+      consumer.close();
+      throw new MediaError(peer.closed ? 'peer_not_found' : 'producer_not_found', `consumer of ${producerId} outlived its peer or producer`);
+    }
+    peer.addConsumer({ consumer, sourceProducerId: producerId });
+    return {
+      id: consumer.id,
+      producerId,
+      kind: consumer.kind,
+      rtpParameters: consumer.rtpParameters,
+      type: consumer.type,
+      producerPaused: consumer.producerPaused,
+      paused: true,
+    };
+  }
+
+  async resumeConsumer(peerId: string, consumerId: string): Promise<void> {
+    await this.#peer(peerId).consumer(consumerId).consumer.resume();
+  }
+
+  /** Closes the producer; its consumers are closed and reported through `producerclosed`. */
+  closeProducer(peerId: string, producerId: string): void {
+    const producer = this.#peer(peerId).producers.get(producerId);
+    if (!producer) throw new MediaError('producer_not_found', `peer ${peerId} has no producer ${producerId}`);
+    producer.close();
+  }
+
+  /** Closes the peer's consumers, producers (reported through `producerclosed`) and transports. No-op for a stranger. */
+  removePeer(peerId: string): void {
+    const peer = this.#peers.get(peerId);
+    if (!peer) return;
+    this.#peers.delete(peerId);
+    peer.close();
+  }
+
+  /** Peers first, then the routers: the room's load leaves the pool. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe();
+    for (const peer of this.#peers.values()) peer.close();
+    this.#peers.clear();
+    this.#audioLevels?.close();
+    for (const router of this.#routers) router.close();
+    this.removeAllListeners();
+  }
+
+  #main(): RoomRouter {
+    if (this.#closed) throw new MediaError('room_closed', `room ${this.roomId} is closed`);
+    const main = this.#routers[0];
+    if (!main || main.closed) throw new MediaError('media_unavailable', `room ${this.roomId} is rebuilding its media`);
+    return main;
+  }
+
+  #peer(peerId: string): PeerMedia {
+    if (this.#closed) throw new MediaError('room_closed', `room ${this.roomId} is closed`);
+    const peer = this.#peers.get(peerId);
+    if (!peer) throw new MediaError('peer_not_found', `room ${this.roomId} has no media for peer ${peerId}`);
+    return peer;
+  }
+
+  async #place<T extends types.WebRtcTransport | types.PlainTransport>(
+    peerId: string,
+    direction: TransportDirection,
+    create: (router: types.Router) => Promise<T>,
+  ): Promise<T> {
+    const main = this.#main();
+    if (direction === 'send') return this.#adopt(peerId, direction, main, await create(main.router));
+    const placed = this.#placement.then(async () => {
+      const router = await this.#recvRouter();
+      const transport = await create(router.router);
+      router.addRecvTransport(transport);
+      return this.#adopt(peerId, direction, router, transport);
+    });
+    this.#placement = placed.catch(() => undefined);
+    return placed;
+  }
+
+  #adopt<T extends PeerTransport['transport']>(peerId: string, direction: TransportDirection, router: RoomRouter, transport: T): T {
+    if (this.#closed) {
+      transport.close();
+      throw new MediaError('room_closed', `room ${this.roomId} closed while creating a transport`);
+    }
+    let peer = this.#peers.get(peerId);
+    if (!peer) this.#peers.set(peerId, (peer = new PeerMedia(peerId)));
+    peer.addTransport({ transport, direction, router });
+    return transport;
+  }
+
+  /** The first router with room for one more listener, or a new one on the least-loaded other worker. */
+  async #recvRouter(): Promise<RoomRouter> {
+    const main = this.#main();
+    const perRecv = Math.max(this.#expectedPerRecv, this.#sources.size);
+    const roomy = this.#routers.find((r) => r.hasRoomFor(perRecv, this.#budget));
+    if (roomy) return roomy;
+    const router = await RoomMedia.#newRouter(this.#pool, this.roomId, new Set(this.#routers.map((r) => r.pid)));
+    if (this.#closed || main.closed) {
+      router.close();
+      throw new MediaError(this.#closed ? 'room_closed' : 'media_unavailable', `room ${this.roomId} changed while adding a router`);
+    }
+    this.#routers.push(router);
+    this.#logger?.info({ roomId: this.roomId, routers: this.#routers.length, pid: router.pid }, 'room spread to another router');
+    return router;
+  }
+
+  static async #newRouter(pool: MediaWorkerPool, roomId: string, avoid: ReadonlySet<number>): Promise<RoomRouter> {
+    const worker = pool.leastLoaded(avoid);
+    const router = await worker.createRouter(roomId, { mediaCodecs: [...ROOM_MEDIA_CODECS] });
+    return new RoomRouter(router, worker.pid);
+  }
+
+  async #observeAudioLevels(): Promise<void> {
+    // sfu_blind: the server derives nothing from media, not even who is speaking.
+    if (this.encryption !== 'transport') return;
+    const observer = await this.#main().router.createAudioLevelObserver({ maxEntries: 16, threshold: -70, interval: this.#audioLevelIntervalMs });
+    observer.on('volumes', (volumes) =>
+      this.emit('audiolevels', {
+        type: 'audio.levels',
+        levels: volumes.flatMap(({ producer, volume }) => {
+          const source = this.#sources.get(producer.id);
+          return source ? [{ peerId: source.peerId, producerId: producer.id, volume }] : [];
+        }),
+      }),
+    );
+    observer.on('silence', () => this.emit('audiolevels', { type: 'audio.levels', levels: [] }));
+    this.#audioLevels = observer;
+  }
+
+  #watchSource(peerId: string, producer: types.Producer): void {
+    this.#sources.set(producer.id, { peerId, producer });
+    producer.observer.once('close', () => {
+      this.#sources.delete(producer.id);
+      if (this.#closed) return;
+      const consumers: { peerId: string; consumerId: string }[] = [];
+      for (const peer of this.#peers.values()) {
+        for (const [consumerId, entry] of peer.consumers) {
+          if (entry.sourceProducerId !== producer.id) continue;
+          consumers.push({ peerId: peer.peerId, consumerId });
+          entry.consumer.close();
+        }
+      }
+      this.emit('producerclosed', { type: 'producer.closed', producerId: producer.id, peerId, consumers });
+    });
+  }
+
+  async #recover(event: WorkerLost): Promise<void> {
+    const dead = new Set(this.#routers.filter((r) => r.pid === event.pid));
+    if (dead.size === 0 || this.#closed) return;
+    const mainLost = dead.has(this.#routers[0]!);
+    // A lost main router stays first, closed, until its successor is up: calls meanwhile fail `media_unavailable`.
+    this.#routers = this.#routers.filter((r, i) => i === 0 || !dead.has(r));
+    const peerIds = [...this.#peers.values()].filter((p) => p.dropTransportsOn(dead)).map((p) => p.peerId);
+    let rebuilt = true;
+    if (mainLost) {
+      try {
+        const main = await RoomMedia.#newRouter(this.#pool, this.roomId, new Set(this.#routers.slice(1).map((r) => r.pid)));
+        if (this.#closed) {
+          main.close();
+          return;
+        }
+        this.#routers[0] = main;
+        this.#audioLevels = undefined;
+        await this.#observeAudioLevels();
+      } catch (error) {
+        rebuilt = false;
+        this.#logger?.error({ err: error, roomId: this.roomId }, 'room media could not rebuild its main router');
+      }
+    }
+    this.#logger?.warn({ roomId: this.roomId, pid: event.pid, peers: peerIds.length, rebuilt }, 'room media lost a worker');
+    this.emit('medialost', { type: 'media.lost', pid: event.pid, peerIds, rebuilt });
+  }
+}

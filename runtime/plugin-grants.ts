@@ -1,0 +1,171 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../actors/clock.js';
+import { newId } from '../identity/ids.js';
+import { hashToken, newOpaqueToken } from '../identity/opaque-tokens.js';
+import type { PluginRelease } from '../plugins/plugin-catalog.js';
+import type { Database } from '../storage/database.js';
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { HttpError, type ErrorDetail } from '../transport/http/errors.js';
+import { coordinated } from './coordination.js';
+import { grantFenceHolds } from './grant-fence.js';
+import type { RuntimeSessions } from './runtime-sessions.js';
+
+export const PLUGIN_GRANT_TTL_S = 5 * 60;
+export const PLUGIN_GRANT_PERMISSION = 'plugin-grant:request';
+
+export interface PluginGrantRequest {
+  readonly component: string;
+  readonly scopes: readonly string[];
+  readonly context: unknown;
+}
+
+export interface IssuedPluginGrant {
+  readonly grantId: string;
+  readonly token: string;
+  readonly scopes: readonly string[];
+  readonly context: Readonly<Record<string, string>>;
+  readonly expiresAt: number;
+}
+
+/** A grant that holds right now, as its backend component sees it (plus what the registry keeps to itself). */
+export interface LivePluginGrant {
+  readonly grantId: string;
+  readonly pluginId: string;
+  readonly component: string;
+  readonly actorId: string;
+  readonly environmentId: string;
+  readonly origin: string;
+  readonly environmentRoles: readonly string[];
+  readonly scopes: readonly string[];
+  readonly context: Readonly<Record<string, string>>;
+  readonly sessionId: string;
+  readonly leaseVersion: number;
+  readonly expiresAt: number;
+}
+
+const problem = (status: number, code: string, message: string, details?: ErrorDetail[]): HttpError =>
+  new HttpError(status, code, message, details ? { family: 'runtime', details } : { family: 'runtime' });
+
+/**
+ * Plugin Grants: an active Runtime whose installed Plugin requests the platform permission `plugin-grant:request`
+ * obtains a short-lived grant for one of that Plugin's backend components, with scopes among the component's and a
+ * context the component's schema admits. The registry derives the actor, origin, Environment roles and Runtime fence.
+ * A grant ends at expiry, on revocation, and the moment its fence stops holding (supersession, release, lapse,
+ * logout): every use checks that online, so no separate revocation sweep can be missed.
+ */
+export class PluginGrants {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly clock: Clock,
+    private readonly sessions: RuntimeSessions,
+    private readonly signInLive: (oauthGrantId: string) => Promise<boolean>,
+    private readonly installed: (environmentId: string, pluginId: string) => Promise<PluginRelease | undefined>,
+  ) {}
+
+  async issue(
+    caller: RuntimeCaller,
+    fence: { sessionId: string; leaseId: string; leaseVersion: number },
+    pluginId: string,
+    request: PluginGrantRequest,
+    environmentRoles: readonly string[],
+  ): Promise<IssuedPluginGrant> {
+    return coordinated(async () => {
+      const release = await this.installed(caller.environmentId, pluginId);
+      if (!release) throw problem(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`);
+      if (!release.platformPermissions.includes(PLUGIN_GRANT_PERMISSION)) {
+        throw problem(403, 'plugin_permission_not_requested', `${pluginId} does not request the platform permission ${PLUGIN_GRANT_PERMISSION}`);
+      }
+      const component = release.backendComponents.find((c) => c.id === request.component);
+      if (!component) {
+        throw problem(422, 'plugin_component_unknown', `${pluginId} has no backend component ${request.component}`, [
+          { pointer: '/component', in: 'body', code: 'unknown', message: `components: ${release.backendComponents.map((c) => c.id).join(', ')}` },
+        ]);
+      }
+      const undeclared = request.scopes.flatMap((scope, i) =>
+        component.grantScopes.includes(scope)
+          ? []
+          : [{ pointer: `/scopes/${i}`, in: 'body' as const, code: 'not_declared', message: `${scope} is not among ${component.grantScopes.join(', ')}` }],
+      );
+      if (undeclared.length > 0) throw problem(422, 'scope_not_declared', `the ${component.id} component grants no such scope`, undeclared);
+      const context = component.context.safeParse(request.context);
+      if (!context.success) {
+        throw problem(
+          422,
+          'grant_context_invalid',
+          `the context of a ${component.id} grant is exactly the properties its schema names`,
+          context.error.issues.map((issue) => ({ pointer: `/context${issue.path.map((p) => `/${String(p)}`).join('')}`, in: 'body' as const, code: issue.code, message: issue.message })),
+        );
+      }
+      const { token, hash } = newOpaqueToken('pgt');
+      const grantId = newId('pgr');
+      const now = this.clock.now();
+      const expiresAt = now + PLUGIN_GRANT_TTL_S * 1000;
+      await this.db
+        .insertInto('plugin_grants')
+        .values({
+          id: grantId,
+          token_hash: hash,
+          plugin_id: pluginId,
+          component: component.id,
+          account_id: caller.accountId,
+          actor_id: caller.actorId,
+          environment_id: caller.environmentId,
+          origin: caller.origin,
+          oauth_grant_id: caller.grantId,
+          session_id: fence.sessionId,
+          lease_id: fence.leaseId,
+          lease_version: fence.leaseVersion,
+          scopes: JSON.stringify(request.scopes),
+          roles: JSON.stringify(environmentRoles),
+          context: JSON.stringify(context.data),
+          created_at: new Date(now),
+          expires_at: new Date(expiresAt),
+        })
+        .execute();
+      return { grantId, token, scopes: request.scopes, context: context.data, expiresAt };
+    });
+  }
+
+  /** Revokes one grant of the caller's session; false when the session never held it. */
+  async revoke(caller: RuntimeCaller, sessionId: string, pluginId: string, grantId: string): Promise<boolean> {
+    return coordinated(async () => {
+      const row = await this.db
+        .selectFrom('plugin_grants')
+        .select(['id', 'revoked_at'])
+        .where('id', '=', grantId)
+        .where('plugin_id', '=', pluginId)
+        .where('session_id', '=', sessionId)
+        .where('account_id', '=', caller.accountId)
+        .executeTakeFirst();
+      if (!row) return false;
+      if (row.revoked_at === null) await this.db.updateTable('plugin_grants').set({ revoked_at: new Date(this.clock.now()) }).where('id', '=', grantId).execute();
+      return true;
+    });
+  }
+
+  /**
+   * The grant behind `token` if it holds right now for `pluginId`; undefined when it is unknown, for another Plugin,
+   * expired or revoked, or when its sign-in or its lease no longer holds.
+   */
+  async verify(token: string, pluginId: string): Promise<LivePluginGrant | undefined> {
+    return coordinated(async () => {
+      const row = await this.db.selectFrom('plugin_grants').selectAll().where('token_hash', '=', hashToken(token)).executeTakeFirst();
+      if (!row || row.plugin_id !== pluginId || row.revoked_at !== null || row.expires_at.getTime() <= this.clock.now()) return undefined;
+      if (!(await grantFenceHolds(row, this.sessions, this.signInLive))) return undefined;
+      return {
+        grantId: row.id,
+        pluginId: row.plugin_id,
+        component: row.component,
+        actorId: row.actor_id,
+        environmentId: row.environment_id,
+        origin: row.origin,
+        environmentRoles: row.roles,
+        scopes: row.scopes,
+        context: row.context,
+        sessionId: row.session_id,
+        leaseVersion: row.lease_version,
+        expiresAt: row.expires_at.getTime(),
+      };
+    });
+  }
+}
