@@ -132,6 +132,7 @@ export class RoomDraft {
 
   update(memberId: string, patch: Partial<Omit<RoomMember, 'memberId'>>): RoomMember {
     const i = this.#members.findIndex((m) => m.memberId === memberId);
+    if (i < 0) throw new Error(`media room: no member ${memberId} to update`);
     const updated = { ...this.#members[i]!, ...patch };
     this.#members[i] = updated;
     return updated;
@@ -149,7 +150,7 @@ export class RoomDraft {
     const seat = this.member(memberId)?.seat;
     if (seat === null || seat === undefined) return;
     this.update(memberId, { seat: null });
-    if (reason !== 'left' && this.sharer === memberId && this.policy.screenShare === 'speakers') this.stopScreen('seat_lost');
+    if (this.sharer === memberId && this.policy.screenShare === 'speakers') this.stopScreen('seat_lost');
     this.record({ kind: 'seat.freed', memberId, seat, reason });
   }
 
