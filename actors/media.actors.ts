@@ -1,3 +1,4 @@
+import { ENVIRONMENT_ID } from '../identity/environments.js';
 import { defineActorKind } from './actor-kind.js';
 import { mediaRoomMachine, type DeadlineChange } from '../machines/media-room/media-room.machine.js';
 import { mediaRoomTimers } from '../machines/media-room/media-room.state.js';
@@ -8,7 +9,7 @@ export const MEDIA_ROOM_KIND = 'media-room';
  * A room key: the Environment id, a dot, and the connection's context scope (media-plugin.md: `scope` matches
  * `^[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$`, which has no dot, so the key splits back unambiguously).
  */
-export const MEDIA_ROOM_KEY = /^env_[0-9a-hjkmnp-tv-z]{26}\.[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$/;
+export const MEDIA_ROOM_KEY = new RegExp(`^${ENVIRONMENT_ID.source.slice(1, -1)}\\.[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$`);
 
 export function mediaRoomKey(environmentId: string, scope: string): string {
   return `${environmentId}.${scope}`;
@@ -27,7 +28,7 @@ export function mediaRoomKind(changedByDeadline: (change: DeadlineChange) => voi
         changedByDeadline: (_, params) => changedByDeadline(params),
       },
     }),
-    key: { pattern: MEDIA_ROOM_KEY, describe: 'environment id (env_ + 26 base32 characters), a dot, and the context scope' },
+    key: { pattern: MEDIA_ROOM_KEY, describe: 'the environment id, a dot, and the context scope' },
     input: (key: string) => ({ roomId: key, scope: key.slice(key.indexOf('.') + 1) }),
     timers: (snapshot) => mediaRoomTimers(snapshot.context),
   });

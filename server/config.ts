@@ -32,6 +32,10 @@ const EnvSchema = z.object({
   RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
   RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
   RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive.default(12_000),
+  MEDIA_WORKERS: positive.max(256).optional(),
+  MEDIA_LISTEN_IP: z.string().min(1).default('127.0.0.1'),
+  MEDIA_ANNOUNCED_ADDRESS: z.string().min(1).optional(),
+  MEDIA_CONSUMERS_PER_ROUTER: positive.max(100_000).default(500),
 });
 
 export interface Config {
@@ -59,6 +63,13 @@ export interface Config {
   readonly runtimeEvictionsPerMinute: number;
   /** Client messages per runtime socket per minute (burst and refill). */
   readonly runtimeSocketMessagesPerMinute: number;
+  /** mediasoup workers of this node; one per core when unset. */
+  readonly mediaWorkers: number | undefined;
+  /** Where WebRTC transports listen, and the address clients are told (a public address in front of it). */
+  readonly mediaListenIp: string;
+  readonly mediaAnnouncedAddress: string | undefined;
+  /** Consumers one router takes before a room spreads over another worker (mediasoup: about 500 per worker). */
+  readonly mediaConsumersPerRouter: number;
 }
 
 export class ConfigError extends Error {}
@@ -100,5 +111,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
     runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,
     runtimeSocketMessagesPerMinute: e.RUNTIME_SOCKET_MESSAGES_PER_MINUTE,
+    mediaWorkers: e.MEDIA_WORKERS,
+    mediaListenIp: e.MEDIA_LISTEN_IP,
+    mediaAnnouncedAddress: e.MEDIA_ANNOUNCED_ADDRESS,
+    mediaConsumersPerRouter: e.MEDIA_CONSUMERS_PER_ROUTER,
   });
 }

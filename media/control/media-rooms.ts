@@ -114,10 +114,10 @@ export class MediaRooms implements MediaRoomsPort {
   async request(conn: MediaConnection, message: RoomRequestMessage): Promise<Record<string, unknown>> {
     const needed = REQUEST_SCOPE[message.type];
     if (needed && !conn.user.grant.scopes.includes(needed)) throw new MediaRequestError('scope_missing', `this request needs grant scope ${needed}`);
-    if (message.type === 'room.join') return this.#join(conn, message.rtpCapabilities as unknown as types.RtpCapabilities);
-    const live = this.#joined(conn);
     const memberId = conn.user.memberId;
     try {
+      if (message.type === 'room.join') return await this.#join(conn, message.rtpCapabilities as unknown as types.RtpCapabilities);
+      const live = this.#joined(conn);
       switch (message.type) {
         case 'room.leave':
           await this.#send(live, { type: 'member.leave', memberId });
@@ -341,7 +341,8 @@ export class MediaRooms implements MediaRoomsPort {
       live.revision = view.revision;
       this.#broadcast(live, { type: 'room.state', room: view });
     }
-    if (context && context.members.length === 0) {
+    // The last member gone (left, or its grace ended): this node's media for the room goes; the actor stays.
+    if (context && context.members.length === 0 && changes.some((c) => c.kind === 'member.left')) {
       live.media.close();
       this.#live.delete(live.key);
     }

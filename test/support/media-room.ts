@@ -16,7 +16,7 @@ export type RoomEventInput = WithoutAt<MediaRoomEvent>;
 export type RoomRequestInput = WithoutAt<MediaRoomRequest>;
 
 export const T0 = Date.parse('2026-03-01T10:00:00Z');
-export const ENV = 'env_0123456789abcdefghjkmnpqrs';
+export const ENV = 'media-test-world';
 
 export function meetingPolicy(overrides: Partial<RoomPolicy> = {}): RoomPolicy {
   return {

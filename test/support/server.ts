@@ -11,6 +11,6 @@ export async function startTestServer(
   clock?: Clock,
 ): Promise<RunningServer & { url: string; opsUrl: string }> {
   const config = loadConfig({ DATABASE_URL: databaseUrl, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...env });
-  const server = await startServer(config, parts, { logger: createLogger('silent'), ...(clock ? { clock } : {}) });
+  const server = await startServer(config, parts, { logger: createLogger(process.env.TEST_LOG_LEVEL === 'debug' ? 'debug' : process.env.TEST_LOG_LEVEL === 'warn' ? 'warn' : 'silent'), ...(clock ? { clock } : {}) });
   return { ...server, url: `http://127.0.0.1:${server.port}`, opsUrl: `http://127.0.0.1:${server.opsPort}` };
 }

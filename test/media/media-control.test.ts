@@ -1,0 +1,168 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { RuntimeClient } from '../../client/runtime-client.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
+import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { startTestServer } from '../support/server.js';
+
+/**
+ * The Media control plane over real WebSockets against the real server (Postgres, room actors, mediasoup workers):
+ * each refusal at the upgrade, the limits, one connection per person, the end of the grant's fence, then a stage's
+ * floor control and the publisher-authority callback. Real audio in Chromium is test/media/media-e2e.test.ts.
+ */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+let mod: RuntimePerson;
+let lia: RuntimePerson;
+let world: TestEnvironment;
+let modPage: RuntimeClient;
+let liaPage: RuntimeClient;
+let authority: Server;
+let authorityAnswer: { status: number; body: string } = { status: 200, body: JSON.stringify({ decision: 'deny', reason: 'not on the programme' }) };
+const authorityBodies: Array<Record<string, unknown>> = [];
+
+const stagePolicy = (roleAuthorityUrl?: string) => ({
+  mode: 'stage',
+  maxParticipants: 150,
+  maxSpeakerSeats: 2,
+  floorControl: 'moderated',
+  raiseHand: 'enabled',
+  screenShare: 'speakers',
+  guestPolicy: 'account_required',
+  encryption: 'transport',
+  reconnectGraceSeconds: 30,
+  ...(roleAuthorityUrl ? { roleAuthorityUrl } : {}),
+});
+
+test.before(async () => {
+  authority = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      authorityBodies.push(JSON.parse(body) as Record<string, unknown>);
+      res.writeHead(authorityAnswer.status, { 'content-type': 'application/json' }).end(authorityAnswer.body);
+    });
+  });
+  await new Promise<void>((resolve) => authority.listen(0, '127.0.0.1', resolve));
+  const authorityUrl = `http://127.0.0.1:${(authority.address() as AddressInfo).port}/media/authority`;
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  mod = await runtimePerson(server, 'moderator-mo');
+  lia = await runtimePerson(server, 'listener-lia');
+  world = await testEnvironment(server.opsUrl, 'media-world', 'moderator-mo');
+  await configureMedia(server.opsUrl, world.environmentId, {
+    directCalls: { enabled: true },
+    spaces: [
+      { id: 'town-hall', policy: stagePolicy() },
+      { id: 'gated', policy: stagePolicy(authorityUrl) },
+    ],
+  });
+  modPage = await (await mod.runtime(world)).open();
+  liaPage = await (await lia.runtime(world)).open();
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+  authority.close();
+});
+
+async function refusedUpgrade(grant: string | undefined, origin = world.origin): Promise<{ status: number; code: string }> {
+  try {
+    const client = await MediaControlClient.connect(server.url, grant, origin);
+    client.close();
+    return assert.unreachable('admitted') as never;
+  } catch (error) {
+    const e = error as { status: number; body: string };
+    return { status: e.status, code: (JSON.parse(e.body) as { code: string }).code };
+  }
+}
+
+test('upgrade refusals: no grant, a grant without media:connect, another origin, a scope that names no room', async () => {
+  assert.equal(await refusedUpgrade(undefined), { status: 401, code: 'media_grant_invalid' });
+  assert.equal(await refusedUpgrade('pgt_forged'), { status: 401, code: 'media_grant_invalid' });
+  assert.equal(await refusedUpgrade(await mediaGrant(liaPage, 'town-hall', ['media:join-space'])), { status: 403, code: 'media_scope_missing' });
+  assert.equal(await refusedUpgrade(await mediaGrant(liaPage, 'town-hall'), 'https://elsewhere.example'), { status: 403, code: 'media_origin_mismatch' });
+  assert.equal(await refusedUpgrade(await mediaGrant(liaPage, 'no-such-space')), { status: 404, code: 'media_scope_unknown' });
+});
+
+test('limits: a message over 16384 bytes closes 1009; more than 600 requests a minute closes 4029', async () => {
+  const big = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall'), world.origin);
+  big.sendRaw(JSON.stringify({ type: 'ping', id: 'x', pad: 'a'.repeat(16_400) }));
+  assert.is(await big.closed, 1009);
+
+  const chatty = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall'), world.origin);
+  const pong = await chatty.request('ping');
+  assert.is(pong.ok, true);
+  for (let i = 0; i < 600; i += 1) chatty.sendRaw(JSON.stringify({ type: 'ping', id: `p${i}` }));
+  assert.is(await chatty.closed, 4029);
+  assert.ok(chatty.pushes.some((p) => p.type === 'error' && p.code === 'rate_limited'));
+});
+
+test('maxConcurrentSessions 1: a newer connection of the same person replaces the older (session.ended replaced, 4409)', async () => {
+  const first = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall'), world.origin);
+  const second = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall'), world.origin);
+  assert.is(await first.closed, 4409);
+  assert.ok(first.pushes.some((p) => p.type === 'session.ended' && p.reason === 'replaced'));
+  assert.is((await second.request('ping')).ok, true);
+  second.close();
+});
+
+test('the grant ends with its fence: a newer Runtime of the person closes the connection (4401)', async () => {
+  const conn = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall'), world.origin);
+  liaPage = await (await lia.runtime(world)).open();
+  assert.is(await conn.closed, 4401);
+  assert.ok(conn.pushes.some((p) => p.type === 'session.ended' && p.reason === 'grant_ended'));
+});
+
+test('a stage: moderator seated, listener raises a hand, gets an offer, accepts; a grant without media:publish cannot produce', async () => {
+  const moderator = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'town-hall'), world.origin);
+  const listener = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall', ['media:connect', 'media:join-space', 'media:request-speak']), world.origin);
+  const joined = await moderator.request('room.join', { rtpCapabilities: {} });
+  assert.is(joined.ok, true, JSON.stringify(joined.error));
+  const self = joined.result?.self as { role: string; seated: boolean; memberId: string };
+  assert.equal([self.role, self.seated], ['moderator', true]);
+  assert.ok((joined.result?.routerRtpCapabilities as { codecs: unknown[] }).codecs.length > 0);
+  const heard = await listener.request('room.join', { rtpCapabilities: {} });
+  const liaId = (heard.result?.self as { memberId: string }).memberId;
+  assert.equal((heard.result?.self as { role: string }).role, 'listener');
+
+  const notSeated = await listener.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
+  assert.equal([notSeated.ok, notSeated.error?.code], [false, 'scope_missing'], 'no media:publish in the grant');
+  const offerByListener = await listener.request('speaker.offer', { target: self.memberId });
+  assert.is(offerByListener.error?.code, 'not_moderator');
+
+  assert.is((await listener.request('hand.raise')).ok, true);
+  const raised = await moderator.push('room.state', (m) => m.room.handQueue.includes(liaId));
+  assert.equal(raised.room.handQueue, [liaId]);
+  assert.is((await moderator.request('speaker.offer', { target: liaId })).ok, true);
+  await listener.push('room.state', (m) => m.room.offers.some((o) => o.target === liaId));
+  assert.is((await listener.request('speaker.accept')).ok, true);
+  const seated = await moderator.push('room.state', (m) => m.room.members.some((x) => x.memberId === liaId && x.seated));
+  assert.equal(seated.room.handQueue, [], 'accepting lowers the hand');
+  moderator.close();
+  listener.close();
+});
+
+test('the publisher-authority callback: forwarded grant in `grant`; a deny refuses; a failing backend refuses', async () => {
+  const grant = await mediaGrant(modPage, 'gated');
+  const moderator = await MediaControlClient.connect(server.url, grant, world.origin);
+  assert.is((await moderator.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const denied = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
+  assert.equal([denied.ok, denied.error?.code], [false, 'publisher_denied']);
+  const asked = authorityBodies.at(-1)!;
+  assert.is(asked.grant, grant);
+  assert.equal([asked.environmentId, asked.scope, asked.spaceId, asked.source], [world.environmentId, 'gated', 'gated', 'microphone']);
+
+  authorityAnswer = { status: 500, body: '{}' };
+  assert.is((await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} })).error?.code, 'publisher_denied');
+  authorityAnswer = { status: 200, body: JSON.stringify({ decision: 'allow' }) };
+  const allowed = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
+  assert.is(allowed.error?.code, 'transport_not_found', 'allowed by the backend, then refused only for the made-up transport');
+  moderator.close();
+});
+
+test.run();

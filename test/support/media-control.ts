@@ -1,0 +1,106 @@
+import WebSocket from 'ws';
+import type { RuntimeClient } from '../../client/runtime-client.js';
+import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../media/control/media-control.messages.js';
+
+/** Installs Media in an Environment and gives it a configuration, through the operator listener. */
+export async function configureMedia(opsUrl: string, environmentId: string, configuration: unknown): Promise<void> {
+  const headers = { 'x-operator-name': 'test-operator', 'content-type': 'application/json' };
+  const installed = await fetch(`${opsUrl}/registry/environments/${environmentId}/plugins/plg_media`, { method: 'PUT', headers });
+  if (installed.status !== 200) throw new Error(`install: ${installed.status} ${await installed.text()}`);
+  const configured = await fetch(`${opsUrl}/registry/environments/${environmentId}/plugins/plg_media/configuration`, { method: 'PUT', headers, body: JSON.stringify(configuration) });
+  if (configured.status !== 200) throw new Error(`configure: ${configured.status} ${await configured.text()}`);
+}
+
+export const ALL_MEDIA_SCOPES = ['media:connect', 'media:direct-call', 'media:join-space', 'media:request-speak', 'media:publish'];
+
+/** A Media control grant for the page's active Runtime. */
+export async function mediaGrant(page: RuntimeClient, scope: string, scopes: readonly string[] = ALL_MEDIA_SCOPES): Promise<string> {
+  const res = await page.pluginGrant('plg_media', { component: 'control', scopes, context: { scope } });
+  if (res.status !== 201) throw new Error(`grant: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { grant: string }).grant;
+}
+
+type Response = Extract<MediaV2ServerMessage, { type: 'response' }>;
+
+/** A control-plane connection as a Node client: requests matched to responses, pushes kept in arrival order. */
+export class MediaControlClient {
+  readonly pushes: MediaV2ServerMessage[] = [];
+  closeCode: number | undefined;
+  readonly #ws: WebSocket;
+  readonly #waiting = new Map<string, (r: Response) => void>();
+  #next = 0;
+  readonly closed: Promise<number>;
+
+  private constructor(ws: WebSocket) {
+    this.#ws = ws;
+    this.closed = new Promise((resolve) => ws.on('close', (code) => resolve((this.closeCode = code))));
+    ws.on('message', (data) => {
+      const message = MediaV2ServerMessageSchema.parse(JSON.parse(String(data)));
+      if (message.type === 'response') this.#waiting.get(message.id)?.(message);
+      else this.pushes.push(message);
+    });
+  }
+
+  /** Opens a connection; resolves once `hello` arrived, rejects with the upgrade's status on refusal. */
+  static connect(baseUrl: string, grant: string | undefined, origin: string): Promise<MediaControlClient> {
+    const url = `${baseUrl.replace(/^http/, 'ws')}/v1/plugins/media/control`;
+    const ws = new WebSocket(url, grant === undefined ? ['registry.v1.json'] : ['registry.v1.json', `registry.bearer.${grant}`], { headers: { origin } });
+    const client = new MediaControlClient(ws);
+    return new Promise((resolve, reject) => {
+      ws.on('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => reject(Object.assign(new Error(`upgrade refused ${res.statusCode}`), { status: res.statusCode, body })));
+      });
+      ws.on('error', reject);
+      const started = Date.now();
+      const poll = setInterval(() => {
+        if (client.pushes.some((p) => p.type === 'hello')) {
+          clearInterval(poll);
+          resolve(client);
+        } else if (Date.now() - started > 5000) {
+          clearInterval(poll);
+          reject(new Error('no hello'));
+        }
+      }, 5);
+    });
+  }
+
+  request(type: string, fields: Record<string, unknown> = {}): Promise<Response> {
+    const id = `r${++this.#next}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no response to ${type}`)), 10_000);
+      this.#waiting.set(id, (r) => {
+        clearTimeout(timer);
+        this.#waiting.delete(id);
+        resolve(r);
+      });
+      this.#ws.send(JSON.stringify({ type, id, ...fields }));
+    });
+  }
+
+  /** Sends raw text (for limit tests). */
+  sendRaw(text: string): void {
+    this.#ws.send(text);
+  }
+
+  /** The newest push of a type satisfying `accept`, waiting for it. */
+  async push<T extends MediaV2ServerMessage['type']>(type: T, accept: (m: Extract<MediaV2ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 5000): Promise<Extract<MediaV2ServerMessage, { type: T }>> {
+    const started = Date.now();
+    for (;;) {
+      const found = [...this.pushes].reverse().find((m): m is Extract<MediaV2ServerMessage, { type: T }> => m.type === type && accept(m as Extract<MediaV2ServerMessage, { type: T }>));
+      if (found) return found;
+      if (Date.now() - started > timeoutMs) throw new Error(`no ${type} push`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  close(): void {
+    this.#ws.close();
+  }
+
+  /** Drops the TCP connection without a close frame, as a lost network would. */
+  terminate(): void {
+    this.#ws.terminate();
+  }
+}
