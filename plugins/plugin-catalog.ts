@@ -36,6 +36,12 @@ export interface PluginRelease {
   readonly configurationSchema?: z.ZodType<PluginConfigurationDocument>;
 }
 
+/**
+ * The publisher of the Plugins the registry carries in code: the registry itself. The spec leaves the values open
+ * (`<publisher_id>`, `<publisher_handle>`); these name the first party.
+ */
+export const REGISTRY_PUBLISHER = Object.freeze({ id: 'pub_registry', handle: 'registry' });
+
 export const PLUGIN_ID = /^plg_[a-z0-9][a-z0-9_]{0,59}$/;
 
 const catalog: ReadonlyMap<string, PluginRelease> = new Map([mediaPlugin].map((release) => [release.pluginId, release]));

@@ -94,6 +94,7 @@ export interface RunningServer {
 
 const API_TAGS: Readonly<Record<string, string>> = {
   Status: 'Health and readiness of the registry service, and this description.',
+  Catalog: 'Anonymous discovery: Plugin manifests and the protocol artifacts they pin.',
   Devices: 'Device plane: enrolment of devices into accounts, device assertions, passports.',
   Operations: 'Operator listener: inspection and metrics.',
   Authorization: 'OIDC for registered public Environment and CLI clients: Authorization Code with PKCE (S256 only).',

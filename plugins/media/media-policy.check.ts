@@ -47,7 +47,7 @@ export interface MediaPolicyViolation {
 }
 
 /** Every participant of a meeting may speak, so a meeting is no larger than the most speaker seats a space has. */
-export const MEETING_MAX_PARTICIPANTS = 16;
+export const MEDIA_MEETING_MAX_PARTICIPANTS = 16;
 
 interface Rule<P> {
   readonly code: MediaPolicyViolationCode;
@@ -75,8 +75,8 @@ const spaceRules: readonly Rule<MediaSpacePolicyV2>[] = [
   {
     code: 'meeting_too_large',
     field: 'maxParticipants',
-    violated: (p) => p.mode === 'meeting' && p.maxParticipants > MEETING_MAX_PARTICIPANTS,
-    message: (p) => `a meeting holds at most ${MEETING_MAX_PARTICIPANTS} participants (not ${p.maxParticipants}): use a stage for larger audiences`,
+    violated: (p) => p.mode === 'meeting' && p.maxParticipants > MEDIA_MEETING_MAX_PARTICIPANTS,
+    message: (p) => `a meeting holds at most ${MEDIA_MEETING_MAX_PARTICIPANTS} participants (not ${p.maxParticipants}): use a stage for larger audiences`,
   },
   {
     code: 'stage_without_audience',

@@ -224,7 +224,10 @@ export class HttpGateway {
     const headers: Record<string, string | readonly string[]> = { ...(result.headers ?? {}) };
     if (spec.text) {
       if (typeof result.body !== 'string') throw new Error(`handler of ${route.operationId} must answer text`);
-      return { status: result.status, headers: { 'content-type': spec.text.mediaType, ...headers }, body: Buffer.from(result.body) };
+      const declared = typeof spec.text.mediaType === 'string' ? [spec.text.mediaType] : spec.text.mediaType;
+      const named = headers['content-type'] ?? declared[0];
+      if (typeof named !== 'string' || !declared.includes(named)) throw new Error(`handler of ${route.operationId} answered an undeclared media type`);
+      return { status: result.status, headers: { ...headers, 'content-type': named }, body: Buffer.from(result.body) };
     }
     if (!spec.schema) return { status: result.status, headers, body: Buffer.alloc(0) };
     // Parsing (not just checking) the response strips members the schema does not name: internal fields never leak.

@@ -156,7 +156,7 @@ function operation(route: AnyRoute): Json {
       description: spec.description,
       headers,
       ...(spec.schema ? { content: { 'application/json': { schema: ref(spec.schema, where) } } } : {}),
-      ...(spec.text ? { content: { [spec.text.mediaType]: { schema: { type: 'string' } } } } : {}),
+      ...(spec.text ? { content: Object.fromEntries([spec.text.mediaType].flat().map((type) => [type, { schema: { type: 'string' } }])) } : {}),
     };
   }
   for (const status of errorStatuses(route)) responses[String(status)] ??= errorResponse(route, status);

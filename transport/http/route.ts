@@ -10,8 +10,11 @@ export interface ResponseSpec {
   readonly description: string;
   /** JSON body schema; must be a registered API schema (it becomes a component of the OpenAPI document). */
   readonly schema?: z.ZodType;
-  /** A non-JSON body (for example Prometheus text): the handler returns it as a string, sent as this media type. */
-  readonly text?: { readonly mediaType: string };
+  /**
+   * A non-JSON body (for example Prometheus text): the handler returns it as a string, sent as this media type. With
+   * several (documents of different kinds at one path), the handler names its body's in a `content-type` header.
+   */
+  readonly text?: { readonly mediaType: string | readonly [string, ...string[]] };
   readonly headers?: Readonly<Record<string, { readonly description: string; readonly schema: z.ZodType }>>;
 }
 
@@ -26,7 +29,7 @@ export interface RequestHeaderSpec {
 
 type BodyOf<S extends ResponseSpec> = S['schema'] extends z.ZodType
   ? z.input<S['schema']>
-  : S['text'] extends { mediaType: string }
+  : S['text'] extends { mediaType: unknown }
     ? string
     : undefined;
 
