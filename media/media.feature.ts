@@ -8,8 +8,6 @@ import { MEDIA_PLUGIN_ID, mediaPlugin } from '../plugins/media/media.plugin.js';
 import { pluginInstallations } from '../plugins/plugins.feature.js';
 import { runtimeServices } from '../runtime/runtime.feature.js';
 import type { ServerParts } from '../server/server.js';
-import { defineRoute } from '../transport/http/route.js';
-import { PROBLEM_TABLE_STATUSES } from '../transport/http/routes/status.routes.js';
 import { newId } from '../identity/ids.js';
 import { buildMediaControlAsyncApi } from './control/media-control.asyncapi.js';
 import { mediaControlSocket } from './control/media-control.socket.js';
@@ -51,6 +49,14 @@ export function roomTarget(config: MediaEnvironmentConfigV2, scope: string): Roo
 const ROOM_RULES = readFileSync(new URL('../../machines/media-room/README.md', import.meta.url), 'utf8');
 
 /**
+ * The exact text of the `media-v2-data-plane` artifact for a public URL: served by the catalog
+ * (`/v1/catalog/plugins/plg_media/artifacts/media-v2-data-plane`) and pinned by its SHA-256 in the manifest.
+ */
+export function mediaControlAsyncApiText(publicUrl: string): string {
+  return JSON.stringify(buildMediaControlAsyncApi({ serverHost: new URL(publicUrl).host, version: mediaPlugin.version, roomRules: ROOM_RULES }));
+}
+
+/**
  * The Media plugin's server side on this node: the control-plane WebSocket, rooms as `media-room` actors, their
  * mediasoup resources on the node's worker pool (started on first use), and the protocol document.
  */
@@ -61,7 +67,7 @@ export function mediaFeature(): ServerParts {
   return {
     kinds: [mediaRoomKind((change: DeadlineChange) => rooms?.changedByDeadline(change))],
     build: async (services) => {
-      const { host, clock, config, logger, publicUrl } = services;
+      const { host, clock, config, logger } = services;
       const log = logger.child({ component: 'media' });
       const { pluginGrants, activity } = await runtimeServices(services);
       const installations = pluginInstallations(services);
@@ -105,24 +111,7 @@ export function mediaFeature(): ServerParts {
           }),
       });
       socket = mediaControlSocket({ grants: pluginGrants, activity, rooms, clock });
-      let asyncApiText: string | undefined;
-      const asyncApi = (): string =>
-        (asyncApiText ??= JSON.stringify(buildMediaControlAsyncApi({ serverHost: new URL(publicUrl()).host, version: mediaPlugin.version, roomRules: ROOM_RULES })));
       return {
-        routes: [
-          defineRoute({
-            tags: ['Catalog'],
-            errorFormat: 'problem',
-            errors: PROBLEM_TABLE_STATUSES,
-            operationId: 'getMediaControlAsyncApi',
-            method: 'get',
-            path: '/v1/plugins/media/asyncapi.json',
-            summary: 'AsyncAPI 3.0.0 description of the Media control plane (media-v2-data-plane)',
-            credential: 'none',
-            responses: { 200: { description: 'The AsyncAPI document.', text: { mediaType: 'application/vnd.aai.asyncapi+json' } } },
-            handler: async () => ({ status: 200, body: asyncApi() }),
-          }),
-        ],
         stop: async () => {
           await rooms?.close();
           (await pool?.catch(() => undefined))?.close();

@@ -1,7 +1,8 @@
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { identityFeature } from '../identity/identity.feature.js';
-import { mediaFeature } from '../media/media.feature.js';
+import { mediaControlAsyncApiText, mediaFeature } from '../media/media.feature.js';
+import { mediaCatalogFeature } from '../plugins/media/media-catalog.feature.js';
 import { pluginsFeature } from '../plugins/plugins.feature.js';
 import { runtimeFeature } from '../runtime/runtime.feature.js';
 import { combineParts, startServer, type ServerParts } from './server.js';
@@ -49,6 +50,12 @@ export async function runServer(parts: ServerParts): Promise<void> {
 }
 
 /** Every feature of the product, in the order their routes appear in the API description. */
-export const productParts: ServerParts = combineParts(identityFeature, runtimeFeature(), pluginsFeature, mediaFeature());
+export const productParts: ServerParts = combineParts(
+  identityFeature,
+  runtimeFeature(),
+  pluginsFeature,
+  mediaFeature(),
+  mediaCatalogFeature({ mediaV2DataPlaneAsyncApi: mediaControlAsyncApiText }),
+);
 
 if (import.meta.url === `file://${process.argv[1]}`) await runServer(productParts);

@@ -1,8 +1,11 @@
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
+import { DiagnosticSeverity, Parser } from '@asyncapi/parser';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
+import { MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
@@ -163,6 +166,26 @@ test('the publisher-authority callback: forwarded grant in `grant`; a deny refus
   const allowed = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
   assert.is(allowed.error?.code, 'transport_not_found', 'allowed by the backend, then refused only for the made-up transport');
   moderator.close();
+});
+
+test('media-v2-data-plane: the served AsyncAPI 3.0.0 document validates, names every message, and the manifest pins its bytes', async () => {
+  const res = await fetch(`${server.url}/v1/catalog/plugins/plg_media/artifacts/media-v2-data-plane`);
+  assert.is(res.status, 200);
+  assert.is(res.headers.get('content-type'), 'application/vnd.aai.asyncapi+json');
+  const text = await res.text();
+  const diagnostics = await new Parser().validate(text, { source: 'media-v2-data-plane.json' });
+  const serious = diagnostics.filter((d) => d.severity === DiagnosticSeverity.Error || d.severity === DiagnosticSeverity.Warning);
+  assert.equal(serious.map((d) => `${String(d.code)} /${d.path.join('/')}: ${d.message}`), []);
+  const document = JSON.parse(text) as { asyncapi: string; info: { description: string }; channels: Record<string, { address: string }>; components: { messages: Record<string, { name: string }> } };
+  assert.is(document.asyncapi, '3.0.0');
+  assert.equal(Object.values(document.channels).map((c) => c.address), ['/v1/plugins/media/control']);
+  const names = new Set(Object.values(document.components.messages).map((m) => m.name));
+  for (const option of [...MediaV2ClientMessageSchema.options, ...MediaV2ServerMessageSchema.options]) assert.ok(names.has(option.shape.type.value), option.shape.type.value);
+  assert.match(document.info.description, /speaker\.offer/, 'the room rules are part of the document');
+
+  const manifest = (await (await fetch(`${server.url}/v1/catalog/plugins/plg_media/manifest`)).json()) as { protocolArtifacts: Array<{ id: string; sha256: string }> };
+  const pinned = manifest.protocolArtifacts.find((a) => a.id === 'media-v2-data-plane');
+  assert.is(pinned?.sha256, createHash('sha256').update(text).digest('hex'));
 });
 
 test.run();

@@ -2,12 +2,11 @@ import { createHash } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { publisherAuthorityOpenApiText } from '../../media/publisher-authority/publisher-authority.openapi.js';
-import { mediaCatalogFeature } from '../../plugins/media/media-catalog.feature.js';
+import { mediaControlAsyncApiText } from '../../media/media.feature.js';
 import { mediaEnvironmentConfigJsonSchema, mediaGrantContextJsonSchema, mediaSettingsJsonSchema } from '../../plugins/media/media-config.schema.js';
 import { buildMediaManifest, MEDIA_FRONTEND_EXPORTS } from '../../plugins/media/media.manifest.js';
 import { PluginManifestSchema, type PluginManifest } from '../../plugins/plugin-manifest.schema.js';
 import { productParts } from '../../server/main.js';
-import { combineParts } from '../../server/server.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { redoclyLint } from '../support/redocly.js';
@@ -16,17 +15,16 @@ import { startTestServer } from '../support/server.js';
 /**
  * The Media plugin's manifest and protocol artifacts in the anonymous catalog, against the real server: every value
  * of media-plugin.md, digests that match the bytes served, ETags, and a route table that still lints clean. The
- * control plane's AsyncAPI document is not written yet: any JSON text stands in for it here.
+ * control plane's AsyncAPI document is validated in test/media/media-control.test.ts.
  */
 let db: TestDatabase;
 let server: Awaited<ReturnType<typeof startTestServer>>;
 
-const DATA_PLANE_STAND_IN = JSON.stringify({ asyncapi: '3.0.0', info: { title: 'Media control plane (stand-in)', version: '0.1.0-alpha.29' }, channels: {} });
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, combineParts(productParts, mediaCatalogFeature({ mediaV2DataPlaneAsyncApi: () => DATA_PLANE_STAND_IN })));
+  server = await startTestServer(db.url, productParts);
 });
 test.after(async () => {
   await server.stop('test over');
@@ -110,7 +108,7 @@ test('each protocol artifact is served byte for byte as pinned: media type, sha2
     ['media-v2-data-plane', 'asyncapi', '3.0.0', 'application/vnd.aai.asyncapi+json'],
     ['publisher-authority-api', 'openapi', '3.1.0', 'application/vnd.oai.openapi+json'],
   ]);
-  const expected: Record<string, string> = { 'media-v2-data-plane': DATA_PLANE_STAND_IN, 'publisher-authority-api': publisherAuthorityOpenApiText('0.1.0-alpha.29') };
+  const expected: Record<string, string> = { 'media-v2-data-plane': mediaControlAsyncApiText(server.url), 'publisher-authority-api': publisherAuthorityOpenApiText('0.1.0-alpha.29') };
   for (const artifact of m.protocolArtifacts) {
     assert.is(artifact.url, `${server.url}/v1/catalog/plugins/plg_media/artifacts/${artifact.id}`);
     const res = await fetch(artifact.url);
@@ -125,7 +123,7 @@ test('each protocol artifact is served byte for byte as pinned: media type, sha2
     assert.is(await revalidated.text(), '');
     assert.is((await fetch(artifact.url, { headers: { 'if-none-match': '"stale"' } })).status, 200);
   }
-  assert.is(m.protocolArtifacts[0]!.sha256, sha256(DATA_PLANE_STAND_IN));
+  assert.is(m.protocolArtifacts[0]!.sha256, sha256(mediaControlAsyncApiText(server.url)));
 });
 
 test('unknown Plugins and artifacts are 404 in the ApiError body', async () => {
