@@ -20,6 +20,9 @@
  * the window × listeners), loss, each worker's CPU (getResourceUsage ru_utime + ru_stime delta ÷ wall time, in share
  * of one core), consumers per worker (pipe consumers included) next to mediasoup's documented ≈ 500 per worker, and
  * this process's own CPU (senders, sinks, bookkeeping), since it shares the machine's cores with the workers.
+ * "Forwarded" comes from the listeners' consumers' outbound RTP stats, read before and after the window; reading 2,400
+ * consumers' stats holds the workers up for a moment, so the window starts SETTLE_MS after the first reading (without
+ * that, the RTP queued during the reading drained inside the window and the sinks counted ~10 % more than was sent).
  *
  * Environment (all optional): BENCH_SPEAKERS, BENCH_LISTENERS, BENCH_BASELINE_LISTENERS, BENCH_WINDOW_MS,
  * BENCH_BASELINE_MS, BENCH_WARMUP_MS, BENCH_CONSUMER_BUDGET (500), BENCH_TIMEOUT_MS (180000: the run fails rather
@@ -53,6 +56,7 @@ const PACKETS_PER_SECOND = 50;
 const DOCUMENTED_CONSUMERS_PER_WORKER = 500;
 /** Listeners joining at once: their transports are placed one at a time anyway; consumes overlap. */
 const JOIN_CONCURRENCY = 10;
+const SETTLE_MS = 2_000;
 
 interface PhaseResult {
   readonly name: string;
@@ -64,6 +68,8 @@ interface PhaseResult {
   readonly receivedPps: number;
   /** Packets the listeners' consumers sent (their outbound RTP stats): what the SFU forwarded, sink drops aside. */
   readonly forwardedPps: number;
+  /** Forwarded ÷ offered over the same span as the consumer stats were read. */
+  readonly forwardedShare: number;
   /** pid → share of one core over the window. */
   readonly workerCpu: ReadonlyMap<number, number>;
   readonly benchCpu: number;
@@ -109,6 +115,16 @@ mediasoup.observer.on('newworker', (worker) =>
 async function packetsSent(): Promise<number> {
   const stats = await Promise.all([...listenerConsumers].map((c) => c.getStats()));
   return stats.reduce((sum, list) => sum + list.reduce((n, s) => n + (s.type === 'outbound-rtp' ? s.packetCount : 0), 0), 0);
+}
+
+/**
+ * Reading thousands of consumers' stats takes a while (seconds on a busy machine), so the packets the speakers sent
+ * and the time are taken before and after, and the midpoints stand for the moment of the reading.
+ */
+async function forwardedSample(streams: readonly { sent(): number }[]): Promise<{ at: number; sent: number; forwarded: number }> {
+  const [t0, s0] = [performance.now(), sumSent(streams)];
+  const forwarded = await packetsSent();
+  return { at: (t0 + performance.now()) / 2, sent: (s0 + sumSent(streams)) / 2, forwarded };
 }
 
 async function cpuTimes(pool: MediaWorkerPool): Promise<Map<number, number>> {
@@ -163,12 +179,13 @@ async function runPhase(pool: MediaWorkerPool, name: string, listeners: number, 
     process.stderr.write(`bench: ${name}: ${listeners} listeners × ${config.speakers} speakers joined in ${(setupMs / 1000).toFixed(1)} s; warming up\n`);
     await sleep(config.warmupMs);
 
-    // Consumer stats first (thousands of requests), then the instant counters, in the same order at both ends.
-    const forwardedBefore = await packetsSent();
+    const statsBefore = await forwardedSample(streams);
+    // Answering thousands of stats requests holds the workers up; let the RTP queued meanwhile drain first.
+    await sleep(SETTLE_MS);
     const before = { at: performance.now(), sent: sumSent(streams), received: sinks.received(), cpu: await cpuTimes(pool), bench: process.cpuUsage() };
     await sleep(windowMs);
-    const forwardedAfter = await packetsSent();
     const after = { at: performance.now(), sent: sumSent(streams), received: sinks.received(), cpu: await cpuTimes(pool), bench: process.cpuUsage(before.bench) };
+    const statsAfter = await forwardedSample(streams);
     const elapsedMs = after.at - before.at;
     const workerCpu = new Map([...after.cpu].map(([pid, ms]) => [pid, (ms - (before.cpu.get(pid) ?? ms)) / elapsedMs]));
     return {
@@ -179,7 +196,8 @@ async function runPhase(pool: MediaWorkerPool, name: string, listeners: number, 
       workers: pool.workers(),
       offeredPps: ((after.sent - before.sent) * listeners * 1000) / elapsedMs,
       receivedPps: ((after.received - before.received) * 1000) / elapsedMs,
-      forwardedPps: ((forwardedAfter - forwardedBefore) * 1000) / elapsedMs,
+      forwardedPps: ((statsAfter.forwarded - statsBefore.forwarded) * 1000) / (statsAfter.at - statsBefore.at),
+      forwardedShare: (statsAfter.forwarded - statsBefore.forwarded) / ((statsAfter.sent - statsBefore.sent) * listeners),
       workerCpu,
       benchCpu: (after.bench.user + after.bench.system) / 1000 / elapsedMs,
       setupMs,
@@ -227,7 +245,7 @@ function report(phases: readonly PhaseResult[], background: number | undefined, 
           count(p.offeredPps),
           count(p.forwardedPps),
           count(p.receivedPps),
-          `${loss(p.forwardedPps, p.offeredPps)} / ${loss(p.receivedPps, p.offeredPps)}`,
+          `${loss(p.forwardedShare, 1)} / ${loss(p.receivedPps, p.offeredPps)}`,
           percent(cpuSum),
           count(perCpuSecond(p)),
           baseline ? `${round2(perCpuSecond(p) / perCpuSecond(baseline))}×` : '—',
