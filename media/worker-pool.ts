@@ -107,6 +107,11 @@ export class MediaWorkerPool {
     return this.leastLoaded(avoid).createRouter(roomId, options);
   }
 
+  /** Each live worker's CPU and memory as its process reports them (getrusage: times in ms). */
+  async resourceUsage(): Promise<readonly { readonly pid: number; readonly usage: types.WorkerResourceUsage }[]> {
+    return Promise.all(this.#workers.map(async (w) => ({ pid: w.pid, usage: await w.worker.getResourceUsage() })));
+  }
+
   /** Returns the unsubscribe function. */
   onWorkerLost(listener: WorkerLostListener): () => void {
     this.#listeners.add(listener);
