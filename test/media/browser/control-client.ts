@@ -63,7 +63,8 @@ export class ControlClient {
     this.#socket?.close();
     this.#url = url;
     this.#closed = null;
-    const socket = new WebSocket(url, [BEARER_SUBPROTOCOL_PREFIX + grant]);
+    // The codec first (the one the server echoes), then the bearer: a browser cannot set headers on a WebSocket.
+    const socket = new WebSocket(url, ['registry.v1.json', BEARER_SUBPROTOCOL_PREFIX + grant]);
     this.#socket = socket;
     return new Promise((resolve, reject) => {
       socket.addEventListener('message', (event) => {
