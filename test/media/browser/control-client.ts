@@ -195,8 +195,8 @@ export class ControlClient {
     this.#pending.delete(response.id);
     clearTimeout(pending.timer);
     const record: ControlResponseRecord = response.ok
-      ? { id: response.id, type: pending.type, ok: true, result: response.result }
-      : { id: response.id, type: pending.type, ok: false, error: response.error };
+      ? { id: response.id, type: pending.type, ok: true, result: response.result ?? {} }
+      : { id: response.id, type: pending.type, ok: false, error: response.error ?? { code: 'unknown', message: 'refused without an error body' } };
     this.#responses.push(record);
     pending.resolve(record);
   }
