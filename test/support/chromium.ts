@@ -56,7 +56,8 @@ export async function launchChromium(extraArgs: readonly string[] = []): Promise
   return {
     context,
     newPage: () => context.newPage(),
+    // Chromium's helper processes may still be writing the profile for a moment after the browser exits.
     close: () =>
-      (closing ??= context.close().finally(() => rm(profile, { recursive: true, force: true }))),
+      (closing ??= context.close().finally(() => rm(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 }))),
   };
 }

@@ -34,6 +34,9 @@ const PAGE_HTML = `<!doctype html>
 <body></body></html>
 `;
 
+/** How long one page call may take; the page's own request and push timeouts are shorter. */
+const CALL_TIMEOUT_MS = 30_000;
+
 let bundle: Promise<string> | undefined;
 
 /** The page's script, built on first use; minification off so page errors read as the source. */
@@ -138,7 +141,7 @@ export class MediaPage {
 
   /** The first push of this type the test has not taken yet, waiting in the page up to `timeoutMs`. */
   nextPush<T extends ServerPush['type']>(type: T, timeoutMs = 10_000): Promise<PushOf<T>> {
-    return this.#call('nextPush', [type, timeoutMs]) as Promise<PushOf<T>>;
+    return this.#call('nextPush', [type, timeoutMs], timeoutMs + CALL_TIMEOUT_MS) as Promise<PushOf<T>>;
   }
 
   /** Media requests go to `handler` in Node (through `page.exposeFunction`) instead of the control socket. */
@@ -175,8 +178,10 @@ export class MediaPage {
     return this.page.close();
   }
 
-  async #call(name: string, args: readonly unknown[]): Promise<unknown> {
-    return this.page.evaluate(
+  // page.evaluate has no timeout of its own: a call that never settles would hold the test until the runner kills it.
+  async #call(name: string, args: readonly unknown[], timeoutMs = CALL_TIMEOUT_MS): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const call = this.page.evaluate(
       ({ name, args }) => {
         const method = (globalThis as unknown as PageGlobals).mediaTest[name];
         if (typeof method !== 'function') throw new Error(`the media test page has no ${name}()`);
@@ -184,5 +189,13 @@ export class MediaPage {
       },
       { name, args },
     );
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`mediaTest.${name}() did not settle within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      return await Promise.race([call, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

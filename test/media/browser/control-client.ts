@@ -1,3 +1,4 @@
+import * as z from 'zod';
 import {
   type MediaV2ServerMessage,
   MediaV2ServerMessageSchema,
@@ -5,7 +6,15 @@ import {
 } from '../../../media/control/media-control.messages.js';
 import type { ControlCloseRecord, ControlResponseRecord, HelloMessage, ServerPush } from './page-api.js';
 
+/**
+ * The server messages exactly as MediaV2ServerMessageSchema defines them, checked as a plain union of its variants:
+ * zod 4.6 refuses that discriminated union on first use ("Duplicate discriminator value \"response\"", its two
+ * `response` variants share the tag), and a plain union of the same variants accepts and refuses the same frames.
+ */
+const ServerMessageSchema: z.ZodType<MediaV2ServerMessage> = z.union(MediaV2ServerMessageSchema.options);
+
 const REQUEST_TIMEOUT_MS = 10_000;
+const HELLO_TIMEOUT_MS = 10_000;
 /** The grant travels as a WebSocket subprotocol, the only header a browser lets a page set on a socket. */
 const BEARER_SUBPROTOCOL_PREFIX = 'registry.bearer.';
 
@@ -67,14 +76,18 @@ export class ControlClient {
     const socket = new WebSocket(url, ['registry.v1.json', BEARER_SUBPROTOCOL_PREFIX + grant]);
     this.#socket = socket;
     return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no valid hello within ${HELLO_TIMEOUT_MS} ms: ${this.#violations.at(-1) ?? 'nothing received'}`)), HELLO_TIMEOUT_MS);
       socket.addEventListener('message', (event) => {
         const message = this.#receive(event.data);
-        if (message?.type === 'hello') resolve(message);
+        if (message?.type !== 'hello') return;
+        clearTimeout(timer);
+        resolve(message);
       });
       socket.addEventListener('close', (event) => {
         if (socket !== this.#socket) return;
         this.#closed = { code: event.code, reason: event.reason, wasClean: event.wasClean };
         this.#failPending(`control socket closed (${event.code} ${event.reason})`);
+        clearTimeout(timer);
         reject(new Error(`control socket closed (${event.code} ${event.reason}) before hello`));
       });
     });
@@ -175,7 +188,7 @@ export class ControlClient {
       this.#violations.push(`not JSON text: ${text.slice(0, 200)}`);
       return undefined;
     }
-    const parsed = MediaV2ServerMessageSchema.safeParse(json);
+    const parsed = ServerMessageSchema.safeParse(json);
     if (!parsed.success) {
       this.#violations.push(`${parsed.error.message} in ${text.slice(0, 500)}`);
       return undefined;
