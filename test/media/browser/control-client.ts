@@ -6,12 +6,8 @@ import {
 } from '../../../media/control/media-control.messages.js';
 import type { ControlCloseRecord, ControlResponseRecord, HelloMessage, ServerPush } from './page-api.js';
 
-/**
- * The server messages exactly as MediaV2ServerMessageSchema defines them, checked as a plain union of its variants:
- * zod 4.6 refuses that discriminated union on first use ("Duplicate discriminator value \"response\"", its two
- * `response` variants share the tag), and a plain union of the same variants accepts and refuses the same frames.
- */
-const ServerMessageSchema: z.ZodType<MediaV2ServerMessage> = z.union(MediaV2ServerMessageSchema.options);
+/** What the page accepts from the server: the protocol's own schema, as the server validates against. */
+const ServerMessageSchema: z.ZodType<MediaV2ServerMessage> = MediaV2ServerMessageSchema;
 
 const REQUEST_TIMEOUT_MS = 10_000;
 const HELLO_TIMEOUT_MS = 10_000;
