@@ -59,6 +59,11 @@ interface LiveRoom {
   readonly members: Map<string, MediaConnection>;
   readonly producers: Map<string, { readonly memberId: string; readonly kind: types.MediaKind; readonly source: MediaSource }>;
   readonly rtpCapabilities: Map<string, types.RtpCapabilities>;
+  /**
+   * The policy the room actor holds: the configured one when it opened the room, or the one it kept because members
+   * were still in it (a configuration change applies once a room empties).
+   */
+  readonly policy: RoomPolicy;
   /** Highest revision broadcast, so a late view never overwrites a newer one. */
   revision: number;
 }
@@ -151,7 +156,7 @@ export class MediaRooms implements MediaRoomsPort {
           return {};
         }
         case 'screen.start': {
-          const reply = await this.#send(live, { type: 'screen.start', memberId });
+          const { answer: reply } = await this.#send(live, { type: 'screen.start', memberId });
           const hint = screenEncodingHint(reply.request === 'screen.start' ? reply.screenProfile : undefined);
           return { screenProfile: hint.profile, encodings: hint.encodings, codecOptions: hint.codecOptions, contentHint: hint.contentHint, degradationPreference: hint.degradationPreference };
         }
@@ -197,8 +202,7 @@ export class MediaRooms implements MediaRoomsPort {
     if (!grant.scopes.includes(scopeNeeded)) throw new MediaRequestError('scope_missing', `joining needs grant scope ${scopeNeeded}`);
     if (target.violations.length > 0) throw new MediaRequestError('policy_invalid', `the space policy fails the Media policy check: ${target.violations.join('; ')}`);
     const live = await this.#liveRoom(conn.user.roomKey, target.policy);
-    await this.#send(live, { type: 'room.open', policy: target.policy });
-    const reply = await this.#send(live, {
+    const { answer: reply, context } = await this.#send(live, {
       type: 'member.join',
       memberId,
       // No profile service yet: a label that names nobody beyond the Environment's own pairwise id.
@@ -214,27 +218,25 @@ export class MediaRooms implements MediaRoomsPort {
     }
     live.members.set(memberId, conn);
     live.rtpCapabilities.set(memberId, rtpCapabilities);
-    const context = await this.#readState(live.key);
-    const view = context ? mediaRoomView(context) : null;
+    const view = mediaRoomView(context);
     return {
       routerRtpCapabilities: live.media.rtpCapabilities,
       self: view?.members.find((m) => m.memberId === memberId) ?? null,
       room: view,
       producers: [...live.producers].filter(([, p]) => p.memberId !== memberId).map(([producerId, p]) => ({ producerId, ...p })),
       resumed: reply.request === 'member.join' ? reply.resumed : false,
-      encryption: target.policy.encryption,
-      e2ee: target.policy.encryption === 'sfu_blind',
+      encryption: live.policy.encryption,
+      e2ee: live.policy.encryption === 'sfu_blind',
     };
   }
 
   async #produce(conn: MediaConnection, live: LiveRoom, message: Extract<MediaV2ClientMessage, { type: 'produce' }>): Promise<Record<string, unknown>> {
     const { memberId, grant, scope } = conn.user;
-    const check = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
+    const { answer: check } = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
     if (check.request === 'publish.check' && !check.allowed) {
       throw new MediaRequestError(check.denial ?? 'not_speaker', message.source === 'microphone' ? 'publishing the microphone needs a speaker seat' : 'publishing the screen needs to be the sharer');
     }
-    const target = await this.#deps.target(grant.environmentId, scope);
-    const url = target?.policy.roleAuthorityUrl;
+    const url = live.policy.roleAuthorityUrl;
     if (url) {
       const decision = await this.#deps.authorizePublisher(url, { grant: conn.user.grantToken, scopes: grant.scopes, environmentId: grant.environmentId, scope, actorId: memberId, source: message.source });
       if (!decision.allowed) throw new MediaRequestError('publisher_denied', `the Environment backend did not allow publishing (${decision.reason})`);
@@ -266,7 +268,13 @@ export class MediaRooms implements MediaRoomsPort {
     return opening;
   }
 
-  async #openRoom(key: string, policy: RoomPolicy): Promise<LiveRoom> {
+  /** Opens the room actor (once per life of the room on this node), then its media under the policy the actor holds. */
+  async #openRoom(key: string, configured: RoomPolicy): Promise<LiveRoom> {
+    const opened = await this.#ask(key, { type: 'room.open', policy: configured });
+    const refused = opened.emitted.find((e) => e.type === 'room.refused');
+    // policy_changed: members (dropped ones inside their grace) are still in the room, which keeps its policy.
+    if (refused && refused.code !== 'policy_changed') throw new MediaRequestError(refused.code, refused.message);
+    const policy = opened.context.policy ?? configured;
     let pool: MediaWorkerPool;
     try {
       pool = await this.#deps.pool();
@@ -284,7 +292,7 @@ export class MediaRooms implements MediaRoomsPort {
       ...(this.#deps.announcedAddress ? { announcedAddress: this.#deps.announcedAddress } : {}),
       ...(this.#deps.consumerBudget ? { consumerBudget: this.#deps.consumerBudget } : {}),
     });
-    const live: LiveRoom = { key, media, members: new Map(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
+    const live: LiveRoom = { key, media, policy, members: new Map(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
     media.on('producerclosed', (closed) => {
       live.producers.delete(closed.producerId);
       this.#broadcast(live, { type: 'producer.removed', producerId: closed.producerId });
@@ -302,17 +310,22 @@ export class MediaRooms implements MediaRoomsPort {
     return live;
   }
 
+  /** One event to the room actor: what it emitted and the context right after. */
+  async #ask(key: string, request: Without<MediaRoomRequest, 'at'>): Promise<{ emitted: readonly MediaRoomEmitted[]; context: MediaRoomContext }> {
+    const reply = await coordinated(() => this.#deps.host.send(MEDIA_ROOM_KIND, key, request));
+    return { emitted: reply.emitted as readonly MediaRoomEmitted[], context: reply.snapshot.context as MediaRoomContext };
+  }
+
   /** One request to the room actor: its reply, or its refusal as a MediaRequestError. Changes are applied and broadcast. */
-  async #send(live: LiveRoom, request: Without<MediaRoomRequest, 'at'>): Promise<MediaRoomReply> {
-    const reply = await coordinated(() => this.#deps.host.send(MEDIA_ROOM_KIND, live.key, request));
-    const emitted = reply.emitted as readonly MediaRoomEmitted[];
+  async #send(live: LiveRoom, request: Without<MediaRoomRequest, 'at'>): Promise<{ answer: MediaRoomReply; context: MediaRoomContext }> {
+    const { emitted, context } = await this.#ask(live.key, request);
     const refused = emitted.find((e) => e.type === 'room.refused');
     const changed = emitted.find((e) => e.type === 'room.changed');
-    if (changed) this.#applyChanges(live, changed.changes, reply.snapshot.context as MediaRoomContext);
+    if (changed) this.#applyChanges(live, changed.changes, context);
     if (refused) throw new MediaRequestError(refused.code, refused.message);
     const answer = emitted.find((e) => e.type === 'room.reply');
     if (!answer) throw new Error(`the media room answered ${request.type} with neither a reply nor a refusal`);
-    return answer;
+    return { answer, context };
   }
 
   async #readState(key: string): Promise<MediaRoomContext | undefined> {
