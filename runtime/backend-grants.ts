@@ -7,14 +7,12 @@ import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-import { grantFenceHolds } from './grant-fence.js';
+import { fencedGrantColumns, grantFenceHolds, refuseUndeclaredScopes, type IssuingFence } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 export const BACKEND_GRANT_TTL_S = 5 * 60;
 /** What a page may hand its backend through a grant: flat, small, opaque to the registry. */
 export type GrantContext = Readonly<Record<string, string | number | boolean>>;
-
-export const BACKEND_SCOPE = /^[a-z][a-z0-9_.:-]{0,63}$/;
 
 export interface EnvironmentBackend {
   readonly environmentId: string;
@@ -96,7 +94,7 @@ export class BackendGrants {
 
   async issue(
     caller: RuntimeCaller,
-    fence: { sessionId: string; leaseId: string; leaseVersion: number },
+    fence: IssuingFence,
     request: { scopes: readonly string[]; context: GrantContext },
     environmentRoles: readonly string[],
   ): Promise<IssuedBackendGrant> {
@@ -105,13 +103,7 @@ export class BackendGrants {
       if (!backend) {
         throw new HttpError(409, 'environment_backend_not_declared', 'this Environment has declared no backend, so no grant can be issued for it', { family: 'runtime' });
       }
-      const undeclared = request.scopes.map((scope, i) => [scope, i] as const).filter(([scope]) => !backend.scopes.includes(scope));
-      if (undeclared.length > 0) {
-        throw new HttpError(422, 'scope_not_declared', `the Environment declares no scope ${undeclared.map(([s]) => s).join(', ')}`, {
-          family: 'runtime',
-          details: undeclared.map(([scope, i]) => ({ pointer: `/scopes/${i}`, in: 'body' as const, code: 'not_declared', message: `${scope} is not among the declared scopes: ${backend.scopes.join(', ')}` })),
-        });
-      }
+      refuseUndeclaredScopes(request.scopes, backend.scopes, 'the Environment');
       const { token, hash } = newOpaqueToken('ebg');
       const grantId = newId('ebgr');
       const now = this.clock.now();
@@ -121,20 +113,10 @@ export class BackendGrants {
         .values({
           id: grantId,
           token_hash: hash,
-          account_id: caller.accountId,
-          actor_id: caller.actorId,
-          environment_id: caller.environmentId,
-          origin: caller.origin,
-          oauth_grant_id: caller.grantId,
-          session_id: fence.sessionId,
-          lease_id: fence.leaseId,
-          lease_version: fence.leaseVersion,
+          ...fencedGrantColumns(caller, fence, environmentRoles, now, expiresAt),
           endpoint: backend.endpoint,
           scopes: JSON.stringify(request.scopes),
-          roles: JSON.stringify(environmentRoles),
           context: JSON.stringify(request.context),
-          created_at: new Date(now),
-          expires_at: new Date(expiresAt),
         })
         .execute();
       return { grantId, token, endpoint: backend.endpoint, scopes: request.scopes, expiresAt };

@@ -1,3 +1,5 @@
+import type { RuntimeCaller } from '../transport/http/credentials.js';
+import { HttpError } from '../transport/http/errors.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 /** What a fenced grant remembers of the Runtime it was issued to. */
@@ -21,4 +23,41 @@ export async function grantFenceHolds(
   if (!(await signInLive(fence.oauth_grant_id))) return false;
   const holder = await sessions.leaseHolder(fence.account_id);
   return holder !== null && holder.sessionId === fence.session_id && holder.leaseId === fence.lease_id && holder.version === fence.lease_version;
+}
+
+/** What a page asks for by name in a grant: lower-case, with `.`, `:`, `_` and `-` (e.g. `media:publish`). */
+export const GRANT_SCOPE = /^[a-z][a-z0-9_.:-]{0,63}$/;
+
+/** The Runtime fence a grant is issued under: the active session, its lease and that lease's version. */
+export interface IssuingFence {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  readonly leaseVersion: number;
+}
+
+/** The columns every fenced grant table stores about who asked, under which fence, and for how long. */
+export function fencedGrantColumns(caller: RuntimeCaller, fence: IssuingFence, environmentRoles: readonly string[], now: number, expiresAt: number) {
+  return {
+    account_id: caller.accountId,
+    actor_id: caller.actorId,
+    environment_id: caller.environmentId,
+    origin: caller.origin,
+    oauth_grant_id: caller.grantId,
+    session_id: fence.sessionId,
+    lease_id: fence.leaseId,
+    lease_version: fence.leaseVersion,
+    roles: JSON.stringify(environmentRoles),
+    created_at: new Date(now),
+    expires_at: new Date(expiresAt),
+  };
+}
+
+/** 422 `scope_not_declared`, pointing at each requested scope that `declared` does not hold. */
+export function refuseUndeclaredScopes(requested: readonly string[], declared: readonly string[], who: string): void {
+  const undeclared = requested.map((scope, i) => [scope, i] as const).filter(([scope]) => !declared.includes(scope));
+  if (undeclared.length === 0) return;
+  throw new HttpError(422, 'scope_not_declared', `${who} declares no scope ${undeclared.map(([scope]) => scope).join(', ')}`, {
+    family: 'runtime',
+    details: undeclared.map(([scope, i]) => ({ pointer: `/scopes/${i}`, in: 'body' as const, code: 'not_declared', message: `${scope} is not among the scopes ${who} declares: ${declared.join(', ')}` })),
+  });
 }

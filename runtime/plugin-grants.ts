@@ -5,9 +5,9 @@ import { hashToken, newOpaqueToken } from '../identity/opaque-tokens.js';
 import type { PluginRelease } from '../plugins/plugin-catalog.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
-import { HttpError, type ErrorDetail } from '../transport/http/errors.js';
+import { HttpError, validationDetails, type ErrorDetail } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-import { grantFenceHolds } from './grant-fence.js';
+import { fencedGrantColumns, grantFenceHolds, refuseUndeclaredScopes, type IssuingFence } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 export const PLUGIN_GRANT_TTL_S = 5 * 60;
@@ -64,7 +64,7 @@ export class PluginGrants {
 
   async issue(
     caller: RuntimeCaller,
-    fence: { sessionId: string; leaseId: string; leaseVersion: number },
+    fence: IssuingFence,
     pluginId: string,
     request: PluginGrantRequest,
     environmentRoles: readonly string[],
@@ -81,19 +81,14 @@ export class PluginGrants {
           { pointer: '/component', in: 'body', code: 'unknown', message: `components: ${release.backendComponents.map((c) => c.id).join(', ')}` },
         ]);
       }
-      const undeclared = request.scopes.flatMap((scope, i) =>
-        component.grantScopes.includes(scope)
-          ? []
-          : [{ pointer: `/scopes/${i}`, in: 'body' as const, code: 'not_declared', message: `${scope} is not among ${component.grantScopes.join(', ')}` }],
-      );
-      if (undeclared.length > 0) throw problem(422, 'scope_not_declared', `the ${component.id} component grants no such scope`, undeclared);
+      refuseUndeclaredScopes(request.scopes, component.grantScopes, `the ${component.id} component`);
       const context = component.context.safeParse(request.context);
       if (!context.success) {
         throw problem(
           422,
           'grant_context_invalid',
           `the context of a ${component.id} grant is exactly the properties its schema names`,
-          context.error.issues.map((issue) => ({ pointer: `/context${issue.path.map((p) => `/${String(p)}`).join('')}`, in: 'body' as const, code: issue.code, message: issue.message })),
+          validationDetails(context.error, 'body').map((detail) => ({ ...detail, pointer: `/context${detail.pointer}` })),
         );
       }
       const { token, hash } = newOpaqueToken('pgt');
@@ -107,19 +102,9 @@ export class PluginGrants {
           token_hash: hash,
           plugin_id: pluginId,
           component: component.id,
-          account_id: caller.accountId,
-          actor_id: caller.actorId,
-          environment_id: caller.environmentId,
-          origin: caller.origin,
-          oauth_grant_id: caller.grantId,
-          session_id: fence.sessionId,
-          lease_id: fence.leaseId,
-          lease_version: fence.leaseVersion,
+          ...fencedGrantColumns(caller, fence, environmentRoles, now, expiresAt),
           scopes: JSON.stringify(request.scopes),
-          roles: JSON.stringify(environmentRoles),
           context: JSON.stringify(context.data),
-          created_at: new Date(now),
-          expires_at: new Date(expiresAt),
         })
         .execute();
       return { grantId, token, scopes: request.scopes, context: context.data, expiresAt };

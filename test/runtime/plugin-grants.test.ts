@@ -112,7 +112,7 @@ test('the context is exactly one property `scope`: 1–96 characters of the patt
   await refused({ scope: 'a'.repeat(97) }, '/context/scope');
   await refused({ scope: 'has space' }, '/context/scope');
   await refused({ scope: 42 }, '/context/scope');
-  await refused({ scope: 'town-hall', room: 'x' }, '/context');
+  await refused({ scope: 'town-hall', room: 'x' }, '/context/room');
   const longest = await issue(adaInWorld, controlGrant(undefined, { scope: `A${'b:_-'.repeat(23)}xyz` }));
   assert.is(longest.context.scope?.length, 96);
 });

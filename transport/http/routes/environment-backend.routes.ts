@@ -1,7 +1,8 @@
 import * as z from 'zod';
 import { ENVIRONMENT_ID } from '../../../identity/environments.js';
 import { idPattern } from '../../../identity/ids.js';
-import { BACKEND_GRANT_TTL_S, BACKEND_SCOPE, backendEndpoint, type BackendGrants } from '../../../runtime/backend-grants.js';
+import { BACKEND_GRANT_TTL_S, backendEndpoint, type BackendGrants } from '../../../runtime/backend-grants.js';
+import { GRANT_SCOPE } from '../../../runtime/grant-fence.js';
 import type { RuntimeSessions } from '../../../runtime/runtime-sessions.js';
 import { operatorOf } from '../../ops/registry-admin.routes.js';
 import { apiSchema } from '../api-schemas.js';
@@ -16,7 +17,7 @@ const BackendGrantRequest = apiSchema(
   'EnvironmentBackendGrantRequest',
   z.strictObject({
     scopes: z
-      .array(z.string().regex(BACKEND_SCOPE))
+      .array(z.string().regex(GRANT_SCOPE))
       .min(1)
       .max(16)
       .refine((s) => new Set(s).size === s.length, 'scopes must be unique')
@@ -76,7 +77,7 @@ const DeclareBackendRequest = apiSchema(
   'OpsDeclareEnvironmentBackendRequest',
   z.strictObject({
     endpoint: z.string().max(2048),
-    scopes: z.array(z.string().regex(BACKEND_SCOPE)).min(1).max(64),
+    scopes: z.array(z.string().regex(GRANT_SCOPE)).min(1).max(64),
   }),
 );
 

@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import { idPattern } from '../../../identity/ids.js';
 import { PLUGIN_ID } from '../../../plugins/plugin-catalog.js';
+import { GRANT_SCOPE } from '../../../runtime/grant-fence.js';
 import { PLUGIN_GRANT_PERMISSION, PLUGIN_GRANT_TTL_S, type PluginGrants } from '../../../runtime/plugin-grants.js';
 import type { RuntimeSessions } from '../../../runtime/runtime-sessions.js';
 import { apiSchema } from '../api-schemas.js';
@@ -9,7 +10,7 @@ import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
-const GrantScope = z.string().regex(/^[a-z][a-z0-9_.:-]{0,63}$/);
+const GrantScope = z.string().regex(GRANT_SCOPE);
 
 const PluginGrantRequest = apiSchema(
   'PluginGrantRequest',
