@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MediaPoolClosedError, MediaWorkerPool, type WorkerLost } from '../../media/worker-pool.js';
+import { isAlive } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
 /** Real mediasoup workers (two, so placement has a choice), nothing but loopback. */
@@ -84,13 +85,5 @@ test('close() is idempotent, ends every worker process, and refuses placement af
   for (const pid of pids) await waitFor(() => !isAlive(pid), `worker ${pid} to exit`);
 });
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test.run();

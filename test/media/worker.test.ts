@@ -11,6 +11,7 @@ import {
   WORKER_BUILD_SCRIPT,
   WorkerBinaryMissingError,
 } from '../../media/worker-binary.js';
+import { isAlive } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 import {
   bindLoopback,
@@ -182,13 +183,5 @@ function rtpPacket(seq: number, timestamp: number, ssrc: number, payload: Buffer
   return Buffer.concat([header, payload]);
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test.run();

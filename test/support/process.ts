@@ -55,3 +55,13 @@ export function runToExit(entry: string, env: Record<string, string>): Promise<{
     child.on('exit', (code) => resolve({ code, output }));
   });
 }
+
+/** Whether a process of this pid exists (signal 0 checks without sending anything). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
