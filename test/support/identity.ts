@@ -1,11 +1,12 @@
+import { request } from 'node:http';
 import * as assert from 'uvu/assert';
 import { DeviceClient } from '../../client/device-client.js';
 import { jsonOf } from './http.js';
 
 /** Enrols the first device of a new account through the public API; returns the device and its passport. */
-export async function enrolFirst(baseUrl: string, handle: string): Promise<{ device: DeviceClient; passport: string; accountId: string }> {
+export async function enrolFirst(baseUrl: string, handle: string, from?: string): Promise<{ device: DeviceClient; passport: string; accountId: string }> {
   const device = await DeviceClient.generate(`${handle} laptop`);
-  const started = await startEnrolment(baseUrl, handle, device);
+  const started = await startEnrolment(baseUrl, handle, device, from);
   const res = await device.request(baseUrl, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce }, { bindBody: true });
   assert.is(res.status, 201, await res.clone().text());
   const passport = ((await res.json()) as { passport: string }).passport;
@@ -13,16 +14,37 @@ export async function enrolFirst(baseUrl: string, handle: string): Promise<{ dev
   return { device, passport, accountId: claims.sub };
 }
 
-export async function startEnrolment(baseUrl: string, handle: string, device: DeviceClient): Promise<Record<string, string>> {
-  const res = await fetch(`${baseUrl}/v1/enrol/start`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } }),
+/**
+ * `from` is a loopback source address (127.0.0.2, …) for tests that enrol more people than enrolment start's limit
+ * per client address admits from one address: the gateway takes the address from the socket, as it should.
+ */
+export async function startEnrolment(baseUrl: string, handle: string, device: DeviceClient, from?: string): Promise<Record<string, string>> {
+  const body = JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } });
+  const { status, text } = from === undefined ? await postJson(`${baseUrl}/v1/enrol/start`, body) : await postJsonFrom(from, `${baseUrl}/v1/enrol/start`, body);
+  assert.is(status, 201, text);
+  const started = JSON.parse(text) as Record<string, string>;
+  device.deviceId = started.deviceId;
+  return started;
+}
+
+async function postJson(url: string, body: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  return { status: res.status, text: await res.text() };
+}
+
+/** fetch cannot choose its source address without undici's Agent, so this one request goes through node:http. */
+function postJsonFrom(localAddress: string, url: string, body: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', localAddress, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
   });
-  assert.is(res.status, 201, await res.clone().text());
-  const body = (await res.json()) as Record<string, string>;
-  device.deviceId = body.deviceId;
-  return body;
 }
 
 /** Enrols a second device of an existing account, admitted by `admitter`. */

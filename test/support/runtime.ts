@@ -28,9 +28,12 @@ export async function testEnvironment(opsUrl: string, environmentId: string, own
   return { environmentId, origin, clientId, redirectUri };
 }
 
-/** Enrols a person and opens their registry page session, ready to sign in to Environments. */
-export async function runtimePerson(server: { url: string }, handle: string, defaultEnvironment?: TestEnvironment): Promise<RuntimePerson> {
-  const { device, accountId } = await enrolFirst(server.url, handle);
+/**
+ * Enrols a person and opens their registry page session, ready to sign in to Environments. `from` is the loopback
+ * source address of the enrolment (see startEnrolment).
+ */
+export async function runtimePerson(server: { url: string }, handle: string, defaultEnvironment?: TestEnvironment, from?: string): Promise<RuntimePerson> {
+  const { device, accountId } = await enrolFirst(server.url, handle, from);
   const browser = new RegistryBrowser(server.url, device);
   const opened = await browser.openPageSession();
   if (opened.status !== 204) throw new Error(`page session: ${opened.status} ${await opened.text()}`);

@@ -1,0 +1,112 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { RuntimeClient } from '../../client/runtime-client.js';
+import { MEDIA_LIMITS } from '../../media/control/media-control.messages.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
+import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
+import { startTestServer } from '../support/server.js';
+
+/**
+ * maxParticipantsPerContext (150): connections per room, counted at the upgrade, over real sockets of 151 distinct
+ * people (one connection per person is its own limit, so a crowd needs that many accounts). Enrolment start is
+ * limited per client address, so the crowd enrols from several loopback source addresses.
+ */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+let world: TestEnvironment;
+const crowd: RuntimeClient[] = [];
+const connections: MediaControlClient[] = [];
+
+const meeting = {
+  mode: 'meeting',
+  maxParticipants: 150,
+  maxSpeakerSeats: 16,
+  floorControl: 'open',
+  raiseHand: 'disabled',
+  screenShare: 'speakers',
+  screenProfile: 'slides',
+  guestPolicy: 'account_required',
+  encryption: 'transport',
+  reconnectGraceSeconds: 30,
+};
+
+/** Runs `work` over 0…count-1 with at most `width` at a time. */
+async function inParallel(count: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < count) await work(next++);
+  }));
+}
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  await runtimePerson(server, 'crowd-owner');
+  world = await testEnvironment(server.opsUrl, 'media-crowd', 'crowd-owner');
+  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }] });
+  const people = MEDIA_LIMITS.maxParticipantsPerContext + 1;
+  await inParallel(people, 8, async (i) => {
+    // Enrolment start admits bursts of 20 per address.
+    const person = await runtimePerson(server, `crowd-${String(i).padStart(3, '0')}`, world, `127.0.0.${2 + Math.floor(i / 20)}`);
+    crowd[i] = await (await person.runtime()).open();
+  });
+});
+test.after(async () => {
+  for (const connection of connections) connection.close();
+  await server.stop('test over');
+  await db.drop();
+});
+
+type Refusal = { status: number; code: string };
+
+/** A connection of `page`'s person to `scope`'s room, or the upgrade's refusal. */
+async function connect(page: RuntimeClient, scope: string): Promise<MediaControlClient | Refusal> {
+  try {
+    const connection = await MediaControlClient.connect(server.url, await mediaGrant(page, scope), world.origin);
+    connections.push(connection);
+    return connection;
+  } catch (error) {
+    const refused = error as { status?: number; body?: string };
+    if (refused.status === undefined) throw error;
+    return { status: refused.status, code: (JSON.parse(refused.body ?? '{}') as { code: string }).code };
+  }
+}
+
+const admitted = (outcome: MediaControlClient | Refusal): MediaControlClient => {
+  if (!(outcome instanceof MediaControlClient)) return assert.unreachable(`refused: ${JSON.stringify(outcome)}`) as never;
+  return outcome;
+};
+const full: Refusal = { status: 429, code: 'media_context_full' };
+
+test('150 people connect to one context; the 151st is refused 429 media_context_full, and admitted once someone leaves', async () => {
+  const limit = MEDIA_LIMITS.maxParticipantsPerContext;
+  assert.is(limit, 150);
+  const inPlaza: MediaControlClient[] = [];
+  await inParallel(limit, 8, async (i) => {
+    inPlaza[i] = admitted(await connect(crowd[i]!, 'plaza'));
+  });
+  const last = crowd[limit]!;
+  assert.equal(await connect(last, 'plaza'), full);
+
+  // The limit is per context: another room of the same Environment still admits the same person.
+  admitted(await connect(last, 'annex'));
+
+  // A member reconnecting replaces their own connection: a full room does not lock its members out.
+  admitted(await connect(crowd[0]!, 'plaza'));
+  assert.is(await inPlaza[0]!.closed, 4409);
+  assert.equal(await connect(last, 'plaza'), full, 'still full after the replacement');
+
+  // Someone leaves: the place frees up (the server sees the close a moment after the client does).
+  inPlaza[1]!.close();
+  await inPlaza[1]!.closed;
+  let outcome = await connect(last, 'plaza');
+  for (let attempt = 0; attempt < 50 && !(outcome instanceof MediaControlClient); attempt += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    outcome = await connect(last, 'plaza');
+  }
+  admitted(outcome);
+});
+
+test.run();
