@@ -130,8 +130,10 @@ async function answer(connection: Connection, text: string): Promise<void> {
       case 'room.join': {
         // The page joins with its native receive capabilities, before its Device exists.
         connection.peer = new LoopbackSfuPeer(router, message.rtpCapabilities as types.RtpCapabilities);
-        reply({ routerRtpCapabilities: router.rtpCapabilities });
-        broadcast({ type: 'room.state', room: roomView(connections.filter((c) => c.peer).map(memberOf)) });
+        // As the server does: the joiner reads the room in its answer, the others get a push.
+        const room = roomView(connections.filter((c) => c.peer).map(memberOf));
+        reply({ routerRtpCapabilities: router.rtpCapabilities, room });
+        broadcast({ type: 'room.state', room }, connection);
         for (const p of producers) if (p.memberId !== memberOf(connection)) send(connection.socket, { type: 'producer.added', producer: { ...p, kind: 'audio', source: 'microphone' } });
         return;
       }
@@ -188,7 +190,7 @@ test('requests are matched by id; refusals are recorded and surface through expe
   await waitFor(async () => (await page.api.protocolViolations()).length === 2, 'both bad frames to be reported');
 });
 
-test('over the socket: join, publishMicrophone on one page, consumeAll on another hears it; room.state keeps the highest revision', async () => {
+test('over the socket: join, publishMicrophone on one page, consumeAll on another hears it; the room view (pushes and join answer) keeps the highest revision', async () => {
   const alice = await pages.open(browser);
   const bob = await pages.open(browser);
   await alice.api.connectControl(controlUrl, 'alice');
@@ -207,9 +209,11 @@ test('over the socket: join, publishMicrophone on one page, consumeAll on anothe
   }, 'bob to hear alice', 15_000);
   assert.is(heard.producerId, producerId);
 
-  const room = await bob.api.roomState();
-  assert.ok(room?.members.some((m) => m.memberId === 'm-alice') && room.members.some((m) => m.memberId === 'm-bob'));
-  assert.is(room?.revision, Math.max(...(await bob.api.pushes()).flatMap((p) => (p.type === 'room.state' ? [p.room.revision] : []))));
+  // Alice learnt of Bob's join from a push, Bob from his join answer: both hold the newest view.
+  const [aliceView, bobView] = [await alice.api.roomState(), await bob.api.roomState()];
+  for (const room of [aliceView, bobView]) assert.ok(room?.members.some((m) => m.memberId === 'm-alice') && room.members.some((m) => m.memberId === 'm-bob'));
+  assert.is(aliceView?.revision, Math.max(...(await alice.api.pushes()).flatMap((p) => (p.type === 'room.state' ? [p.room.revision] : []))));
+  assert.is(bobView?.revision, aliceView?.revision);
   assert.equal(await bob.api.consumeErrors(), []);
   assert.equal([...(await alice.api.protocolViolations()), ...(await bob.api.protocolViolations())], []);
   assert.equal([...alice.errors(), ...bob.errors()], []);

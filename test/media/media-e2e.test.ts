@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
@@ -104,6 +105,47 @@ test('a direct call: audio both ways', async () => {
   await hears(bob.page);
   await ann.page.api.leave();
   await bob.page.api.leave();
+  await Promise.all([ann.page.close(), bob.page.close()]);
+});
+
+/** The mediasoup worker processes this process spawned (the server runs in it). */
+function workerPids(): number[] {
+  const out = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'mediasoup-worker'], { encoding: 'utf8' });
+  return out.split('\n').filter(Boolean).map(Number);
+}
+
+test('a worker dies mid-call: both sides are told media.reset, keep their seats, publish again and hear each other', async () => {
+  const ann = await participant(bo, 'call:bo-li');
+  const bob = await participant(li, 'call:bo-li');
+  await ann.page.api.publishMicrophone();
+  await bob.page.api.publishMicrophone();
+  ann.page.api.consumeAll();
+  bob.page.api.consumeAll();
+  await hears(ann.page);
+  await hears(bob.page);
+
+  const before = workerPids();
+  assert.ok(before.length > 0);
+  for (const pid of before) process.kill(pid, 'SIGKILL');
+  for (const side of [ann, bob]) assert.is((await side.page.nextPush('media.reset', 10_000)).reason, 'worker_lost');
+  let replaced = workerPids();
+  for (let waited = 0; replaced.length < before.length && waited < 10_000; waited += 100) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    replaced = workerPids();
+  }
+  assert.is(replaced.length, before.length, 'the pool is back to its size');
+  assert.ok(replaced.every((pid) => !before.includes(pid)), 'with new processes');
+  for (const side of [ann, bob]) {
+    const state = side.page.api.roomState();
+    assert.ok((await state)?.members.some((m) => m.memberId === side.memberId && m.seated), 'the seat was kept');
+  }
+
+  // What a client does on media.reset: drop its local media, then produce and consume again on fresh transports.
+  for (const side of [ann, bob]) await side.page.api.resetMedia();
+  await ann.page.api.publishMicrophone();
+  await bob.page.api.publishMicrophone();
+  await hears(ann.page);
+  await hears(bob.page);
   await Promise.all([ann.page.close(), bob.page.close()]);
 });
 

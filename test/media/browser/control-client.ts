@@ -149,6 +149,10 @@ export class ControlClient {
   roomState(): RoomView | null {
     return this.#room;
   }
+  /** Keeps `room` if it is the newest view seen: a joiner learns the room from its join answer, not from a push. */
+  observeRoom(room: RoomView): void {
+    if (room.revision >= (this.#room?.revision ?? -1)) this.#room = room;
+  }
   pushes(): readonly ServerPush[] {
     return this.#pushes;
   }
@@ -212,7 +216,7 @@ export class ControlClient {
 
   #push(push: ServerPush): void {
     if (push.type === 'hello') this.#hello = push;
-    if (push.type === 'room.state' && push.room.revision >= (this.#room?.revision ?? -1)) this.#room = push.room;
+    if (push.type === 'room.state') this.observeRoom(push.room);
     this.#pushes.push(push);
     const waiter = this.#waiters.findIndex((w) => w.type === push.type);
     if (waiter >= 0) this.#waiters.splice(waiter, 1)[0]?.resolve(push);

@@ -126,7 +126,7 @@ export interface MediaTestApi {
 
   // ---- what the page saw -----------------------------------------------------------------------------------------
   hello(): HelloMessage | null;
-  /** The `room.state` with the highest revision so far. */
+  /** The room view with the highest revision so far, from `room.state` pushes and the `room.join` answer. */
   roomState(): RoomView | null;
   /** Every push received, oldest first (not drained). */
   pushes(): readonly ServerPush[];

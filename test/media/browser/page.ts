@@ -93,7 +93,8 @@ const api: MediaTestApi = {
 
   async join() {
     const result = await control.call('room.join', { rtpCapabilities: await media.nativeRtpCapabilities() });
-    const { routerRtpCapabilities } = parse(JoinedSchema, result, 'room.join');
+    const { routerRtpCapabilities, room } = parse(JoinedSchema, result, 'room.join');
+    if (room) control.observeRoom(room);
     if (!media.hasDevice()) await media.createDevice(routerRtpCapabilities);
     return result;
   },

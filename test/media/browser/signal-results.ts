@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { RoomViewSchema } from '../../../media/control/media-control.messages.js';
 
 /**
  * The `result` fields the page reads from the answers of the control protocol (the protocol module types requests
@@ -26,6 +27,6 @@ export const ConsumedSchema = z.looseObject({
 });
 export type Consumed = z.infer<typeof ConsumedSchema>;
 
-export const JoinedSchema = z.looseObject({ routerRtpCapabilities: Parameters });
+export const JoinedSchema = z.looseObject({ routerRtpCapabilities: Parameters, room: RoomViewSchema.nullable() });
 
 export const ScreenStartedSchema = z.looseObject({ screenProfile: z.enum(['slides', 'motion']) });
