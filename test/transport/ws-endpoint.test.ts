@@ -33,6 +33,7 @@ const inbound = z.discriminatedUnion('type', [
   z.object({ type: z.literal('fail') }),
   z.object({ type: z.literal('refuse') }),
   z.object({ type: z.literal('flood') }),
+  z.object({ type: z.literal('burst'), n: z.number() }),
 ]);
 type Inbound = z.infer<typeof inbound>;
 type Outbound =
@@ -79,6 +80,12 @@ function endpoint(
         case 'fail':
           await Promise.resolve();
           throw new Error('handler exploded');
+        case 'burst':
+          // Past an await, as replies released by a commit are: outside uWS's handler and its cork.
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          for (let i = 0; i < message.n; i += 1) conn.send({ type: 'blob', data: `#${i}` });
+          conn.close(4000, 'burst sent');
+          return;
         case 'flood': {
           const result = { sent: 0, maxBuffered: 0, closedBySend: false };
           floods.set(conn.id, result);
@@ -337,6 +344,17 @@ test('a client that stops reading is closed as a slow consumer and the buffer st
   assert.is(slow?.connectionCount(), 0);
   (client.ws as unknown as { _socket: { resume(): void } })._socket.resume();
   await closeOf(client);
+});
+
+test('messages sent outside a handler leave in order, and all of them before a close that follows', async () => {
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  client.ws.send(JSON.stringify({ type: 'burst', n: 50 }));
+  const closed = await closeOf(client);
+  assert.equal(closed, { code: 4000, reason: 'burst sent' });
+  assert.equal(
+    client.received.map((m) => m.value.data),
+    Array.from({ length: 50 }, (_, i) => `#${i}`),
+  );
 });
 
 test('heartbeats: the server pings an idle client', async () => {
