@@ -181,8 +181,8 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
 
   /**
    * Called at the end of the uWS handlers (open, message), which uWS corks itself: what the handler sent synchronously
-   * leaves inside that cork, as it would have without the queue. (It also keeps `ready` ahead of the spurious close
-   * that uWS may send right after an asynchronous upgrade, see endpoint.ts.)
+   * leaves inside that cork, as it would have without the queue. (So what `onOpen` sends also still leaves ahead of the
+   * spurious 1006 close uWS sometimes gives a socket right after an asynchronous upgrade, uNetworking/uWebSockets#1928.)
    */
   flush(): void {
     if (this.#outbox.length > 0) this.#flush();
