@@ -32,7 +32,7 @@ const inbound = z.discriminatedUnion('type', [
   z.object({ type: z.literal('echo'), text: z.string(), n: z.number().optional() }),
   z.object({ type: z.literal('fail') }),
   z.object({ type: z.literal('refuse') }),
-  z.object({ type: z.literal('flood') }),
+  z.object({ type: z.literal('flood'), spread: z.boolean().optional() }),
   z.object({ type: z.literal('burst'), n: z.number() }),
 ]);
 type Inbound = z.infer<typeof inbound>;
@@ -91,6 +91,8 @@ function endpoint(
           floods.set(conn.id, result);
           const data = 'x'.repeat(BLOB_BYTES);
           for (let i = 0; i < 2_000; i += 1) {
+            // Spread: one send per turn of the event loop, each flushed by the connection's own microtask.
+            if (message.spread) await new Promise((resolve) => setImmediate(resolve));
             result.maxBuffered = Math.max(result.maxBuffered, conn.bufferedBytes());
             if (!conn.send({ type: 'blob', data })) break;
             result.sent += 1;
@@ -328,23 +330,29 @@ test('oversized messages close with 1009 (a clean close frame up to uWS’s cut-
   );
 });
 
-test('a client that stops reading is closed as a slow consumer and the buffer stays bounded', async () => {
-  const client = await openClient('/slow', [JSON_PROTOCOL]);
-  const slow = mounted.find((m) => m.name === 'slow');
-  assert.is(slow?.connectionCount(), 1);
-  (client.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
-  client.ws.send(JSON.stringify({ type: 'flood' }));
-  const result = await waitFor(() => lastFlood()?.closedBySend && lastFlood(), 'the flood to end');
-  assert.ok(result.sent < 2_000, `stopped after ${result.sent} messages`);
-  assert.ok(
-    result.maxBuffered <= MAX_BACKPRESSURE + BLOB_BYTES + 64,
-    `buffered at most the limit plus one message (saw ${result.maxBuffered})`,
-  );
-  await waitFor(() => closes.some((c) => c.name === 'slow' && c.code === CloseCode.slowConsumer), 'observer 4008');
-  assert.is(slow?.connectionCount(), 0);
-  (client.ws as unknown as { _socket: { resume(): void } })._socket.resume();
-  await closeOf(client);
-});
+for (const spread of [false, true]) {
+  const how = spread ? 'one send per event-loop turn' : 'all sends in one handler';
+  test(`a client that stops reading is closed as a slow consumer and the buffer stays bounded (${how})`, async () => {
+    const slowCloses = (): number => closes.filter((c) => c.name === 'slow' && c.code === CloseCode.slowConsumer).length;
+    const before = slowCloses();
+    const floodsBefore = floods.size;
+    const client = await openClient('/slow', [JSON_PROTOCOL]);
+    const slow = mounted.find((m) => m.name === 'slow');
+    assert.is(slow?.connectionCount(), 1);
+    (client.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+    client.ws.send(JSON.stringify({ type: 'flood', spread }));
+    const result = await waitFor(() => floods.size === floodsBefore + 1 && lastFlood()?.closedBySend && lastFlood(), 'the flood to end', 10_000);
+    assert.ok(result.sent < 2_000, `stopped after ${result.sent} messages`);
+    assert.ok(
+      result.maxBuffered <= MAX_BACKPRESSURE + BLOB_BYTES + 64,
+      `buffered at most the limit plus one message (saw ${result.maxBuffered})`,
+    );
+    await waitFor(() => slowCloses() === before + 1, 'observer 4008');
+    assert.is(slow?.connectionCount(), 0);
+    (client.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+    await closeOf(client);
+  });
+}
 
 test('messages sent outside a handler leave in order, and all of them before a close that follows', async () => {
   const client = await openClient('/echo', [JSON_PROTOCOL]);
