@@ -42,9 +42,12 @@
  *     The echo servers do no work per message by design: the gap is the price of a validated, fenced, durable
  *     message. On a small machine the echo runs are bound by the one client process (it is printed: cpu client), so
  *     "raw" is what this client can drive, an easier bar than uWS's own ceiling. The CPU columns give each process's
- *     cost per message, which is what to compare across servers. When a target is missed (BENCH_PROFILE=auto, the
- *     default), one more runtime window is CPU-profiled inside the server (V8 sampling profiler, over the window only)
- *     and printed: self time by area and function, and the project's functions inclusive; the .cpuprofile is kept.
+ *     cost per message, which is what to compare across servers. Also printed, from the server's metrics (operator
+ *     listener): its group commits during the runtime run, events and actors per batch and the time from sending the
+ *     statement to reading its answer (which includes waiting for the server's busy event loop). When a target is
+ *     missed (BENCH_PROFILE=auto, the default), one more runtime window is CPU-profiled inside the server (V8 sampling
+ *     profiler, over the window only) and printed: self time by area and function, and the project's functions
+ *     inclusive; the .cpuprofile is kept.
  * (c) Idle sockets. N people (BENCH_IDLE_PER_ENVIRONMENT per Environment, so presence hints do not fan out to all N),
  *     each with one standby session, made on a setup server process; then a fresh server process (same database, same
  *     issuer: both run with PUBLIC_BASE_URL=http://registry.bench.invalid so the tokens of one verify on the other)
@@ -176,6 +179,13 @@ function report(results: Results, where: string, background: number | undefined,
       ),
     );
     out.push(`    in run order; each baseline's better run counts: uWS ${count(b.uws.result.perSec)}/s, ws ${count(b.ws.result.perSec)}/s`);
+    if (b.commits) {
+      const c = b.commits;
+      out.push(
+        `    group commits in the runtime run: ${count(c.batches)}, each ${c.eventsPerBatch.toFixed(0)} events of ${c.actorsPerBatch.toFixed(1)} actors ` +
+          `in ${c.msPerBatch.toFixed(1)} ms (statement sent → answer read, event-loop waits included)`,
+      );
+    }
     out.push(`    target runtime ≥ ${percent(TARGET_RATIO)} of raw uWS: ${percent(b.ratio)} ${b.ratio >= TARGET_RATIO ? 'PASS' : 'FAIL'}`);
     out.push(`    target runtime ahead of ws: ${count(b.runtime.result.perSec)} vs ${count(b.ws.result.perSec)}/s ${b.aheadOfWs ? 'PASS' : 'FAIL'}`);
     if (b.profile) {

@@ -177,8 +177,8 @@ export class RuntimeSessions {
   }
 
   /** Records what the person shows others in the Environment; the caller has checked the fence. */
-  async presence(sessionId: string, state: PresenceState): Promise<void> {
-    await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.presence', state });
+  presence(sessionId: string, state: PresenceState): Promise<unknown> {
+    return this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.presence', state });
   }
 
   /** The roles the caller has in its Environment, and the catalog of roles there. */
@@ -227,7 +227,15 @@ export class RuntimeSessions {
 
   /** The current lease holder of a person, from the lease actor. */
   async leaseHolder(accountId: string): Promise<LeaseHolder | null> {
-    return (await this.#leaseContext(accountId)).holder;
+    return (this.committedLeaseHolder(accountId) ?? (await this.#leaseContext(accountId))).holder;
+  }
+
+  /**
+   * The lease actor's committed context when it is in memory with nothing pending, as it is while the person's socket
+   * is open; a per-message check then costs no promise. Otherwise undefined: ask `leaseHolder`.
+   */
+  committedLeaseHolder(accountId: string): { readonly holder: LeaseHolder | null } | undefined {
+    return this.#o.host.peekCommitted(RUNTIME_LEASE_KIND, accountId)?.context as RuntimeLeaseContext | undefined;
   }
 
   /** Keeps the lease of a Runtime with an open socket; false when the lease is no longer this session's. */

@@ -203,7 +203,8 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
           conn.send({ type: 'presence.snapshot', members: presence.members(caller.environmentId), ...(message.ref ? { ref: message.ref } : {}) });
           return;
         case 'presence.update': {
-          const holder = await sessions.leaseHolder(caller.accountId);
+          const known = sessions.committedLeaseHolder(caller.accountId);
+          const holder = known ? known.holder : await sessions.leaseHolder(caller.accountId);
           if (holder?.sessionId !== sessionId || holder.leaseId !== leaseId || holder.version !== leaseVersion) {
             endLease(conn, holder && holder.sessionId !== sessionId ? 'superseded' : 'lapsed');
             return;

@@ -26,9 +26,18 @@ export interface MessageRow {
   readonly cpu: CpuShares | undefined;
 }
 
+/** The server's group commits during the runtime run (its warm-up included), from its own metrics. */
+export interface CommitStats {
+  readonly batches: number;
+  readonly eventsPerBatch: number;
+  readonly actorsPerBatch: number;
+  readonly msPerBatch: number;
+}
+
 export interface MessageReport {
   readonly runs: readonly MessageRow[];
   readonly runtime: MessageRow;
+  readonly commits: CommitStats | undefined;
   readonly uws: MessageRow;
   readonly ws: MessageRow;
   readonly ratio: number;
@@ -74,7 +83,9 @@ export async function partMessages(server: RuntimeServer): Promise<MessageReport
     const runs: MessageRow[] = [];
     runs.push(await run('uWS echo', uws.pid, echoTargets(uws.info.port), false));
     runs.push(await run('ws echo', ws.pid, echoTargets(ws.info.port), false));
+    const before = await commitTotals(server);
     const runtime = await run('runtime socket', server.pid, runtimeTargets, true);
+    const commits = commitStats(before, await commitTotals(server));
     runs.push(runtime);
     runs.push(await run('ws echo', ws.pid, echoTargets(ws.info.port), false));
     runs.push(await run('uWS echo', uws.pid, echoTargets(uws.info.port), false));
@@ -99,9 +110,31 @@ export async function partMessages(server: RuntimeServer): Promise<MessageReport
       );
       profile = { ...profiled.profile, result: profiled.result };
     }
-    return { runs, runtime, uws: uwsBest, ws: wsBest, ratio, aheadOfWs, profile };
+    return { runs, runtime, commits, uws: uwsBest, ws: wsBest, ratio, aheadOfWs, profile };
   } finally {
     await stopChild(uws);
     await stopChild(ws);
   }
+}
+
+/** Sums and counts of the server's `registry_commit_*` histograms, read from its operator listener. */
+async function commitTotals(server: RuntimeServer): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${server.info.opsPort}/metrics`)).text();
+  const totals = new Map<string, number>();
+  for (const [, name, value] of text.matchAll(/^(registry_commit_\w+_(?:sum|count))(?:\{[^}]*\})? (\S+)$/gm)) {
+    totals.set(name!, (totals.get(name!) ?? 0) + Number(value));
+  }
+  return totals;
+}
+
+function commitStats(before: Map<string, number>, after: Map<string, number>): CommitStats | undefined {
+  const delta = (name: string): number => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+  const batches = delta('registry_commit_batch_events_count');
+  if (batches <= 0) return undefined;
+  return {
+    batches,
+    eventsPerBatch: delta('registry_commit_batch_events_sum') / batches,
+    actorsPerBatch: delta('registry_commit_batch_actors_sum') / batches,
+    msPerBatch: (delta('registry_commit_duration_seconds_sum') * 1000) / batches,
+  };
 }

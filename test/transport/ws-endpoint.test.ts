@@ -32,7 +32,8 @@ const inbound = z.discriminatedUnion('type', [
   z.object({ type: z.literal('echo'), text: z.string(), n: z.number().optional() }),
   z.object({ type: z.literal('fail') }),
   z.object({ type: z.literal('refuse') }),
-  z.object({ type: z.literal('flood') }),
+  z.object({ type: z.literal('flood'), spread: z.boolean().optional() }),
+  z.object({ type: z.literal('burst'), n: z.number() }),
 ]);
 type Inbound = z.infer<typeof inbound>;
 type Outbound =
@@ -79,11 +80,19 @@ function endpoint(
         case 'fail':
           await Promise.resolve();
           throw new Error('handler exploded');
+        case 'burst':
+          // Past an await, as replies released by a commit are: outside uWS's handler and its cork.
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          for (let i = 0; i < message.n; i += 1) conn.send({ type: 'blob', data: `#${i}` });
+          conn.close(4000, 'burst sent');
+          return;
         case 'flood': {
           const result = { sent: 0, maxBuffered: 0, closedBySend: false };
           floods.set(conn.id, result);
           const data = 'x'.repeat(BLOB_BYTES);
           for (let i = 0; i < 2_000; i += 1) {
+            // Spread: one send per turn of the event loop, each flushed by the connection's own microtask.
+            if (message.spread) await new Promise((resolve) => setImmediate(resolve));
             result.maxBuffered = Math.max(result.maxBuffered, conn.bufferedBytes());
             if (!conn.send({ type: 'blob', data })) break;
             result.sent += 1;
@@ -321,22 +330,39 @@ test('oversized messages close with 1009 (a clean close frame up to uWS’s cut-
   );
 });
 
-test('a client that stops reading is closed as a slow consumer and the buffer stays bounded', async () => {
-  const client = await openClient('/slow', [JSON_PROTOCOL]);
-  const slow = mounted.find((m) => m.name === 'slow');
-  assert.is(slow?.connectionCount(), 1);
-  (client.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
-  client.ws.send(JSON.stringify({ type: 'flood' }));
-  const result = await waitFor(() => lastFlood()?.closedBySend && lastFlood(), 'the flood to end');
-  assert.ok(result.sent < 2_000, `stopped after ${result.sent} messages`);
-  assert.ok(
-    result.maxBuffered <= MAX_BACKPRESSURE + BLOB_BYTES + 64,
-    `buffered at most the limit plus one message (saw ${result.maxBuffered})`,
+for (const spread of [false, true]) {
+  const how = spread ? 'one send per event-loop turn' : 'all sends in one handler';
+  test(`a client that stops reading is closed as a slow consumer and the buffer stays bounded (${how})`, async () => {
+    const slowCloses = (): number => closes.filter((c) => c.name === 'slow' && c.code === CloseCode.slowConsumer).length;
+    const before = slowCloses();
+    const floodsBefore = floods.size;
+    const client = await openClient('/slow', [JSON_PROTOCOL]);
+    const slow = mounted.find((m) => m.name === 'slow');
+    assert.is(slow?.connectionCount(), 1);
+    (client.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+    client.ws.send(JSON.stringify({ type: 'flood', spread }));
+    const result = await waitFor(() => floods.size === floodsBefore + 1 && lastFlood()?.closedBySend && lastFlood(), 'the flood to end', 10_000);
+    assert.ok(result.sent < 2_000, `stopped after ${result.sent} messages`);
+    assert.ok(
+      result.maxBuffered <= MAX_BACKPRESSURE + BLOB_BYTES + 64,
+      `buffered at most the limit plus one message (saw ${result.maxBuffered})`,
+    );
+    await waitFor(() => slowCloses() === before + 1, 'observer 4008');
+    assert.is(slow?.connectionCount(), 0);
+    (client.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+    await closeOf(client);
+  });
+}
+
+test('messages sent outside a handler leave in order, and all of them before a close that follows', async () => {
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  client.ws.send(JSON.stringify({ type: 'burst', n: 50 }));
+  const closed = await closeOf(client);
+  assert.equal(closed, { code: 4000, reason: 'burst sent' });
+  assert.equal(
+    client.received.map((m) => m.value.data),
+    Array.from({ length: 50 }, (_, i) => `#${i}`),
   );
-  await waitFor(() => closes.some((c) => c.name === 'slow' && c.code === CloseCode.slowConsumer), 'observer 4008');
-  assert.is(slow?.connectionCount(), 0);
-  (client.ws as unknown as { _socket: { resume(): void } })._socket.resume();
-  await closeOf(client);
 });
 
 test('heartbeats: the server pings an idle client', async () => {

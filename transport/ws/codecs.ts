@@ -26,7 +26,14 @@ export const jsonCodec: WsCodec = Object.freeze({
   subprotocol: 'registry.v1.json',
   binary: false,
   encode(message: unknown): string {
-    const text = JSON.stringify(message, bigintAsString) as string | undefined;
+    let text: string | undefined;
+    try {
+      // A replacer takes JSON.stringify off V8's fast path, and bigints are rare: they make the plain call throw.
+      text = JSON.stringify(message) as string | undefined;
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+      text = JSON.stringify(message, bigintAsString) as string | undefined;
+    }
     if (text === undefined) throw new TypeError('a WebSocket message must be a JSON value');
     return text;
   },

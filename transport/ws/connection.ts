@@ -40,7 +40,8 @@ export interface WsConnection<TUser, TOut> {
   readonly closed: boolean;
   /**
    * Encodes and sends. False when the connection is closed, or when this send pushed it past its backpressure limit,
-   * in which case it has just been closed with 4008. Throws only if the message cannot be encoded.
+   * in which case it has just been closed with 4008. Throws only if the message cannot be encoded. Messages sent in
+   * one tick leave together, in order, at its end (or sooner, before a close or near the limit).
    */
   send(message: TOut): boolean;
   /** Closes with a close frame; idempotent, and a no-op once the socket has closed. */
@@ -80,6 +81,16 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   readonly #bucket: TokenBucket | undefined;
   #socket: WebSocket<SocketData<TUser, TOut>> | undefined;
   #closed = false;
+  /** Frames encoded this tick and not yet handed to uWS; see #write. */
+  #outbox: Array<string | Uint8Array> = [];
+  #outboxBytes = 0;
+  /** uWS's buffered amount after the last flush: it only shrinks until the next one, so it bounds it from above. */
+  #bufferedAtFlush = 0;
+  #flushScheduled = false;
+  readonly #flushQueued = (): void => {
+    this.#flushScheduled = false;
+    this.#flush();
+  };
 
   constructor(options: {
     id: string;
@@ -113,6 +124,8 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   detach(): void {
     this.#closed = true;
     this.#socket = undefined;
+    this.#outbox = [];
+    this.#outboxBytes = 0;
   }
 
   send(message: TOut): boolean {
@@ -125,6 +138,8 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
 
   close(code: number = CloseCode.normal, reason = ''): void {
     if (!isSendableCloseCode(code)) throw new RangeError(`${code} is not a close code an endpoint may send`);
+    // What was sent before the close goes out before it (a `lease.ended` before its close code, say).
+    if (this.#outbox.length > 0 && !this.#flush()) return;
     const socket = this.#socket;
     this.#closed = true;
     if (!socket) return;
@@ -134,7 +149,8 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   }
 
   bufferedBytes(): number {
-    return this.#socket?.getBufferedAmount() ?? 0;
+    const socket = this.#socket;
+    return socket ? socket.getBufferedAmount() + this.#outboxBytes : 0;
   }
 
   /** Takes one inbound message from the rate budget; false when the client is over `messagesPerMinute`. */
@@ -142,18 +158,59 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     return this.#bucket?.take(now) ?? true;
   }
 
+  /**
+   * Replies often leave outside uWS's handlers (from commit callbacks, timers), where uWS does not cork, so each send
+   * would be a syscall of its own. Frames sent in one tick are therefore queued and handed to uWS together, corked,
+   * from a microtask: the replies a group commit releases to one socket leave in one write. The backpressure check is
+   * kept exact: whenever what uWS may hold plus what is queued would pass the limit, the queue is flushed at once and
+   * uWS's buffer checked, so `send` returns false (and the connection is closed with 4008) on the very send that
+   * pushed it past, as when every frame went straight to uWS, and a flush from the microtask never finds it past.
+   */
   #write(message: unknown): boolean {
-    const socket = this.#socket;
-    if (this.#closed || !socket) return false;
+    if (this.#closed || !this.#socket) return false;
     const payload = this.#encoder.encode(message);
-    let status = 0;
+    this.#outbox.push(payload);
+    this.#outboxBytes += typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+    if (this.#bufferedAtFlush + this.#outboxBytes > this.#limits.maxBackpressureBytes) return this.#flush();
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      queueMicrotask(this.#flushQueued);
+    }
+    return true;
+  }
+
+  /**
+   * Called at the end of the uWS handlers (open, message), which uWS corks itself: what the handler sent synchronously
+   * leaves inside that cork, as it would have without the queue. (So what `onOpen` sends also still leaves ahead of the
+   * spurious 1006 close uWS sometimes gives a socket right after an asynchronous upgrade, uNetworking/uWebSockets#1928.)
+   */
+  flush(): void {
+    if (this.#outbox.length > 0) this.#flush();
+  }
+
+  /** Hands the queued frames to uWS in one corked write; false when that left the client over the limit (closed). */
+  #flush(): boolean {
+    const socket = this.#socket;
+    const frames = this.#outbox;
+    if (!socket || frames.length === 0) return socket !== undefined;
+    this.#outbox = [];
+    this.#outboxBytes = 0;
+    const binary = this.#encoder.binary;
+    let dropped = false;
     socket.cork(() => {
-      status = socket.send(payload, this.#encoder.binary);
+      for (const frame of frames) {
+        if (socket.send(frame, binary) === SEND_DROPPED) {
+          dropped = true;
+          return;
+        }
+      }
     });
     if (!this.#socket) return false;
-    // Checked after every send, so the buffer never holds more than the limit plus one message.
-    if (status === SEND_DROPPED || socket.getBufferedAmount() > this.#limits.maxBackpressureBytes) {
-      this.logger.warn({ bufferedBytes: socket.getBufferedAmount() }, 'closing slow consumer');
+    const buffered = socket.getBufferedAmount();
+    this.#bufferedAtFlush = buffered;
+    // Checked after every flush, so the buffer never holds more than the limit plus one message.
+    if (dropped || buffered > this.#limits.maxBackpressureBytes) {
+      this.logger.warn({ bufferedBytes: buffered }, 'closing slow consumer');
       this.close(CloseCode.slowConsumer, 'slow consumer');
       return false;
     }

@@ -295,9 +295,12 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         conn.close(CloseCode.internalError, 'internal error');
       };
       runHandler(() => endpoint.onOpen?.(conn), failed);
+      conn.flush();
     },
     message(ws: WebSocket<SocketData<TUser, TOut>>, payload: ArrayBuffer, isBinary: boolean) {
-      receive(ws.getUserData(), payload, isBinary);
+      const socket = ws.getUserData();
+      receive(socket, payload, isBinary);
+      socket.connection.flush();
     },
     drain(ws: WebSocket<SocketData<TUser, TOut>>) {
       ws.getUserData().connection.logger.trace({ bufferedBytes: ws.getBufferedAmount() }, 'drained');
