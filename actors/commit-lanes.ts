@@ -1,5 +1,4 @@
 import type { ActorStore, CommitEntry, JournalRecord, SnapshotWrite } from '../storage/actor-store.js';
-import { actorId } from '../storage/actor-store.js';
 
 /** What a lane tells an activation about the writes it queued. */
 export interface CommitParticipant {
@@ -156,7 +155,7 @@ class CommitLane {
       this.#observer?.batchCommitted(batch.length, events, performance.now() - started);
       this.#inFlight = false;
       batch.forEach((p, i) => {
-        if (fenced.has(actorId(p.participant.kind, p.participant.key))) p.participant.fenced();
+        if (fenced.has(i)) p.participant.fenced();
         else p.participant.committed(p.version, snapshots[i]);
       });
     } catch (error) {
