@@ -96,11 +96,16 @@ export class PostgresActorStore implements ActorStore {
 
   async commit(entries: readonly CommitEntry[]): Promise<CommitOutcome> {
     if (entries.length === 0) return { fenced: new Set() };
-    const input: EntryInput[] = entries.map((entry) => {
-      const journal = entry.journal.map((r): [number, unknown] => [r.at, r.event]);
-      // Versions are derived from `base` in the statement; a gap here would write the wrong ones.
-      if (entry.journal.some((r, i) => r.version !== entry.baseVersion + i + 1)) {
-        throw new Error(`journal of ${entry.kind}/${entry.key} is not contiguous after version ${entry.baseVersion}`);
+    const input: EntryInput[] = [];
+    for (const entry of entries) {
+      const journal: Array<[number, unknown]> = [];
+      for (let i = 0; i < entry.journal.length; i++) {
+        const record = entry.journal[i]!;
+        // Versions are derived from `base` in the statement; a gap here would write the wrong ones.
+        if (record.version !== entry.baseVersion + i + 1) {
+          throw new Error(`journal of ${entry.kind}/${entry.key} is not contiguous after version ${entry.baseVersion}`);
+        }
+        journal.push([record.at, record.event]);
       }
       const out: EntryInput = { kind: entry.kind, key: entry.key, base: entry.baseVersion, epoch: entry.epoch, journal };
       if (entry.snapshot) {
@@ -111,8 +116,8 @@ export class PostgresActorStore implements ActorStore {
           nextDueAt: earliest(entry.snapshot.timers),
         };
       }
-      return out;
-    });
+      input.push(out);
+    }
     // Named: parsed and planned once per connection. The plan does not depend on the batch's shape (set-returning
     // functions are estimated alike whatever their argument), so a cached plan is the one a fresh one would be.
     const result = await this.#pool.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
