@@ -31,6 +31,8 @@ export interface ActivationContext {
   readonly clock: Clock;
   readonly lanes: CommitLanes;
   readonly policy: ActorPolicy;
+  /** Called once for every delivered event, when its reply is released or refused. */
+  settled(): void;
   /** Called once when the activation stops; `written` says whether its epoch reached the store. */
   stopped(activation: Activation, written: boolean, reason: StopReason): void;
   timerDue(activation: Activation, name: string, dueAt: number): void;
@@ -38,18 +40,16 @@ export interface ActivationContext {
   effectFailed(activation: Activation, error: unknown): void;
 }
 
-interface Waiting {
-  readonly version: number;
-  readonly reply: ActorReply;
-  readonly effects: readonly ExecutableAction[];
-  readonly resolve: (reply: ActorReply) => void;
-  readonly reject: (error: ActorHostError) => void;
-}
-
-interface Queued {
+/**
+ * One delivered event from the mailbox until its reply is released or refused: one object per event, filled in as it
+ * goes (with 256 events in flight, every per-event allocation shows up in the garbage collector's time).
+ */
+interface Request {
   readonly event: EventObject;
   readonly resolve: (reply: ActorReply) => void;
   readonly reject: (error: ActorHostError) => void;
+  reply: ActorReply | undefined;
+  effects: readonly ExecutableAction[];
 }
 
 interface ExecutableAction {
@@ -60,6 +60,7 @@ interface ExecutableAction {
 }
 
 const NO_TIMERS: Readonly<Record<string, number>> = Object.freeze({});
+const NONE: readonly never[] = Object.freeze([]);
 
 function sameTimers(a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>): boolean {
   if (a === b) return true;
@@ -132,8 +133,9 @@ export class Activation implements CommitParticipant {
   #scope: { readonly scope: AnyActorScope; readonly sink: { actions: ExecutableAction[] } } | undefined;
   #lastActivity: number;
   readonly #activatedAt: number;
-  readonly #mailbox: Queued[] = [];
-  readonly #waiting: Waiting[] = [];
+  readonly #mailbox: Request[] = [];
+  /** Requests handled, in version order, whose reply waits for its version to commit. */
+  readonly #waiting: Request[] = [];
   readonly #timers = new Map<string, { dueAt: number; handle: TimerHandle }>();
   /** `name@dueAt` of timers already delivered by this activation, so an unhandled one is not re-fired in a loop. */
   readonly #fired = new Set<string>();
@@ -206,61 +208,62 @@ export class Activation implements CommitParticipant {
     this.#fail(new ActorStorageUnavailableError(this.id, error), false, 'load_failed');
   }
 
-  /** Queues or handles the event; `settled` is called once, when the reply is released or refused. */
-  deliver(event: EventObject, settled: () => void): Promise<ActorReply> {
+  /** Queues or handles the event; the context's `settled` is called once, when the reply is released or refused. */
+  deliver(event: EventObject): Promise<ActorReply> {
     return new Promise<ActorReply>((resolve, reject) => {
-      const item: Queued = {
-        event,
-        resolve: (reply) => {
-          settled();
-          resolve(reply);
-        },
-        reject: (error) => {
-          settled();
-          reject(error);
-        },
-      };
+      const request: Request = { event, resolve, reject, reply: undefined, effects: NONE };
       if (this.#status === 'loading') {
         if (this.#mailbox.length >= this.#ctx.policy.maxPendingEvents) {
-          item.reject(new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
+          this.#refuse(request, new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
           return;
         }
-        this.#mailbox.push(item);
+        this.#mailbox.push(request);
       } else if (this.#status === 'live') {
-        this.#handle(item);
+        this.#handle(request);
       } else {
         // Only the host delivers, and it never delivers to a stopped activation; guard against misuse anyway.
-        item.reject(new ActorFencedError(this.id));
+        this.#refuse(request, new ActorFencedError(this.id));
       }
     });
   }
 
-  #handle({ event, resolve, reject }: Queued): void {
+  #release(request: Request, reply: ActorReply): void {
+    this.#ctx.settled();
+    request.resolve(reply);
+  }
+
+  #refuse(request: Request, error: ActorHostError): void {
+    this.#ctx.settled();
+    request.reject(error);
+  }
+
+  #handle(request: Request): void {
     if (this.#waiting.length >= this.#ctx.policy.maxPendingEvents) {
-      reject(new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
+      this.#refuse(request, new ActorOverloadedError(this.id, this.#ctx.policy.maxPendingEvents));
       return;
     }
     const now = this.#ctx.clock.now();
     this.#lastActivity = now;
-    const stamped = { ...event, at: now } as EventObject;
+    const stamped = { ...request.event, at: now } as EventObject;
     const current = this.#snapshot!;
     let next: AnyMachineSnapshot;
     let actions: readonly ExecutableAction[];
     try {
       [next, actions] = this.#transition(current, stamped);
     } catch (error) {
-      reject(new ActorEventRejectedError(this.id, error));
+      this.#refuse(request, new ActorEventRejectedError(this.id, error));
       return;
     }
     if (next === current && actions.length === 0) {
       // Ignored: nothing to journal, but the reply still reports state, so it waits until that state is durable.
-      this.#awaitVersion({ version: this.#version, snapshot: current, emitted: [], changed: false }, [], resolve, reject);
+      request.reply = { version: this.#version, snapshot: current, emitted: NONE, changed: false };
+      this.#awaitCommit(request);
       return;
     }
-    const emitted: EventObject[] = [];
-    const effects: ExecutableAction[] = [];
+    let emitted: EventObject[] | undefined;
+    let effects: ExecutableAction[] | undefined;
     for (const action of actions) {
-      if (action.type === 'xstate.emit') emitted.push((action.params as { event: EventObject }).event);
+      if (action.type === 'xstate.emit') (emitted ??= []).push((action.params as { event: EventObject }).event);
       else if (action.type === 'xstate.raise' || action.type === 'xstate.cancel') {
         // Delayed events would vanish with a restart or passivation: kinds declare deadlines as durable timers instead.
         this.#ctx.warn('machine uses a delayed event, which the host does not keep; use a durable timer', {
@@ -269,26 +272,29 @@ export class Activation implements CommitParticipant {
         });
       } else if (action.type.startsWith('xstate.')) {
         this.#ctx.warn('machine action is not supported by the actor host', { actor: this.id, action: action.type });
-      } else effects.push(action);
+      } else (effects ??= []).push(action);
     }
     let timers: Readonly<Record<string, number>>;
     try {
       timers = this.#timersOf(next);
     } catch (error) {
-      reject(new ActorEventRejectedError(this.id, error));
+      this.#refuse(request, new ActorEventRejectedError(this.id, error));
       return;
     }
     const baseVersion = this.#version;
     this.#version = baseVersion + 1;
     this.#snapshot = next;
     this.#timersNow = timers;
-    this.#ctx.lanes.enqueue(this, {
+    this.#ctx.lanes.enqueue(
+      this,
       baseVersion,
-      record: { version: this.#version, event: this.#definition.journalView?.(stamped) ?? stamped, at: now },
-      withSnapshot: this.#snapshotDue(timers),
-    });
+      { version: this.#version, event: this.#definition.journalView?.(stamped) ?? stamped, at: now },
+      this.#snapshotDue(timers),
+    );
     this.#armTimers(timers);
-    this.#awaitVersion({ version: this.#version, snapshot: next, emitted, changed: true }, effects, resolve, reject);
+    request.reply = { version: this.#version, snapshot: next, emitted: emitted ?? NONE, changed: true };
+    request.effects = effects ?? NONE;
+    this.#awaitCommit(request);
   }
 
   /**
@@ -324,17 +330,12 @@ export class Activation implements CommitParticipant {
     return this.#definition.timers?.(snapshot as never) ?? NO_TIMERS;
   }
 
-  #awaitVersion(
-    reply: ActorReply,
-    effects: readonly ExecutableAction[],
-    resolve: (reply: ActorReply) => void,
-    reject: (error: ActorHostError) => void,
-  ): void {
-    if (reply.version <= this.#committedVersion && this.#waiting.length === 0) {
-      resolve(reply);
+  #awaitCommit(request: Request): void {
+    if (request.reply!.version <= this.#committedVersion && this.#waiting.length === 0) {
+      this.#release(request, request.reply!);
       return;
     }
-    this.#waiting.push({ version: reply.version, reply, effects, resolve, reject });
+    this.#waiting.push(request);
   }
 
   committed(version: number, snapshot: SnapshotWrite | undefined): void {
@@ -346,17 +347,17 @@ export class Activation implements CommitParticipant {
       this.#timersStored = snapshot.timers;
     }
     let released = 0;
-    while (released < this.#waiting.length && this.#waiting[released]!.version <= version) released++;
-    for (const waiting of this.#waiting.splice(0, released)) {
+    while (released < this.#waiting.length && this.#waiting[released]!.reply!.version <= version) released++;
+    for (const request of this.#waiting.splice(0, released)) {
       // Effects run after the commit and at most once: a crash between commit and effect loses the effect.
-      for (const effect of waiting.effects) {
+      for (const effect of request.effects) {
         try {
           effect.exec?.(effect.info as never, effect.params);
         } catch (error) {
           this.#ctx.effectFailed(this, error);
         }
       }
-      waiting.resolve(waiting.reply);
+      this.#release(request, request.reply!);
     }
     this.#lastActivity = this.#ctx.clock.now();
   }
@@ -380,8 +381,8 @@ export class Activation implements CommitParticipant {
     const waiting = this.#waiting.splice(0);
     const queued = this.#mailbox.splice(0);
     this.#stop(written, reason);
-    for (const w of waiting) w.reject(error);
-    for (const q of queued) q.reject(error);
+    for (const request of waiting) this.#refuse(request, error);
+    for (const request of queued) this.#refuse(request, error);
   }
 
   #stop(written: boolean, reason: StopReason): void {
@@ -393,6 +394,7 @@ export class Activation implements CommitParticipant {
   }
 
   #armTimers(timers: Readonly<Record<string, number>>): void {
+    if (timers === NO_TIMERS && this.#timers.size === 0) return;
     for (const [name, armed] of this.#timers) {
       if (timers[name] !== armed.dueAt) {
         this.#ctx.clock.clearTimeout(armed.handle);

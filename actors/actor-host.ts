@@ -129,7 +129,7 @@ export class ActorHost {
     }
     this.#pendingReplies++;
     this.#observer?.eventAccepted(kind);
-    return activation.deliver(event, this.#settled);
+    return activation.deliver(event);
   }
 
   /** Live actors, optionally of one kind. */
@@ -241,6 +241,7 @@ export class ActorHost {
       clock: this.#clock,
       lanes: this.#lanes,
       policy,
+      settled: this.#settled,
       stopped: (activation, written, reason) => {
         const ofKind = this.#live.get(activation.kind);
         if (ofKind?.get(activation.key) === activation) {

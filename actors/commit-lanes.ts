@@ -1,5 +1,4 @@
 import type { ActorStore, CommitEntry, JournalRecord, SnapshotWrite } from '../storage/actor-store.js';
-import { actorId } from '../storage/actor-store.js';
 
 /** What a lane tells an activation about the writes it queued. */
 export interface CommitParticipant {
@@ -27,13 +26,6 @@ interface Pending {
   readonly journal: JournalRecord[];
 }
 
-export interface QueuedWrite {
-  readonly baseVersion: number;
-  readonly record: JournalRecord;
-  /** This write must also store the snapshot (the lane stores the newest one of the batch). */
-  readonly withSnapshot: boolean;
-}
-
 /**
  * Group commit. Each actor always uses the same lane, and a lane has at most one batch in flight, so an actor's
  * batches commit in order; while a batch is in flight the next one gathers every write queued meanwhile, which is what
@@ -50,8 +42,9 @@ export class CommitLanes {
     );
   }
 
-  enqueue(participant: CommitParticipant, update: QueuedWrite): void {
-    this.#laneOf(participant.id).enqueue(participant, update);
+  /** Queues the journal record of one new version; `withSnapshot`: this write must also store the snapshot. */
+  enqueue(participant: CommitParticipant, baseVersion: number, record: JournalRecord, withSnapshot: boolean): void {
+    this.#laneOf(participant.id).enqueue(participant, baseVersion, record, withSnapshot);
   }
 
   /** Forgets queued, not yet sent, writes of a participant that has stopped. */
@@ -97,20 +90,15 @@ class CommitLane {
     return !this.#inFlight && !this.#scheduled && this.#queued.size === 0;
   }
 
-  enqueue(participant: CommitParticipant, update: QueuedWrite): void {
+  enqueue(participant: CommitParticipant, baseVersion: number, record: JournalRecord, withSnapshot: boolean): void {
     const pending = this.#queued.get(participant);
     if (pending) {
-      pending.version = update.record.version;
-      pending.withSnapshot ||= update.withSnapshot;
-      pending.journal.push(update.record);
+      pending.version = record.version;
+      // The lane stores the newest snapshot of the batch when any of its writes asked for one.
+      pending.withSnapshot ||= withSnapshot;
+      pending.journal.push(record);
     } else {
-      this.#queued.set(participant, {
-        participant,
-        baseVersion: update.baseVersion,
-        version: update.record.version,
-        withSnapshot: update.withSnapshot,
-        journal: [update.record],
-      });
+      this.#queued.set(participant, { participant, baseVersion, version: record.version, withSnapshot, journal: [record] });
     }
     this.#schedule();
   }
@@ -139,15 +127,18 @@ class CommitLane {
     for (const pending of batch) this.#queued.delete(pending.participant);
     this.#inFlight = true;
     // Every event of an actor gets its journal row; a snapshot, when one is due, is the newest state only.
-    const entries: CommitEntry[] = batch.map((p) => ({
-      kind: p.participant.kind,
-      key: p.participant.key,
-      baseVersion: p.baseVersion,
-      epoch: p.participant.epoch,
-      journal: p.journal,
-      ...(p.withSnapshot ? { snapshot: snapshotAt(p) } : {}),
-    }));
-    const snapshots = entries.map((e) => e.snapshot);
+    const entries: CommitEntry[] = [];
+    const snapshots: Array<SnapshotWrite | undefined> = [];
+    for (const p of batch) {
+      const { kind, key, epoch } = p.participant;
+      const snapshot = p.withSnapshot ? snapshotAt(p) : undefined;
+      entries.push(
+        snapshot
+          ? { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot }
+          : { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal },
+      );
+      snapshots.push(snapshot);
+    }
     const started = performance.now();
     try {
       const { fenced } = await this.#store.commit(entries);
@@ -156,7 +147,7 @@ class CommitLane {
       this.#observer?.batchCommitted(batch.length, events, performance.now() - started);
       this.#inFlight = false;
       batch.forEach((p, i) => {
-        if (fenced.has(actorId(p.participant.kind, p.participant.key))) p.participant.fenced();
+        if (fenced.has(i)) p.participant.fenced();
         else p.participant.committed(p.version, snapshots[i]);
       });
     } catch (error) {

@@ -9,8 +9,8 @@ export interface ActorStore {
   /**
    * Writes many actors' progress as one atomic statement. An entry applies only if the stored snapshot's epoch is not
    * newer than the entry's and the journal ends exactly at `baseVersion`; entries that fail that fence are left out
-   * (with their journal rows and snapshot) and named in `fenced`. The rest commit together or, on error, not at all
-   * (the promise rejects).
+   * (with their journal rows and snapshot) and listed, by position, in `fenced`. The rest commit together or, on
+   * error, not at all (the promise rejects).
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
@@ -61,8 +61,8 @@ export interface CommitEntry {
 }
 
 export interface CommitOutcome {
-  /** `kind\u0000key` of each entry refused by the fence. */
-  readonly fenced: ReadonlySet<string>;
+  /** Positions in `entries` of the entries refused by the fence. */
+  readonly fenced: ReadonlySet<number>;
 }
 
 export interface JournalQuery {
