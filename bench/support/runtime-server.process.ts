@@ -4,7 +4,7 @@
  * runtime-fixture.ts), reporting memory after a forced GC, and CPU-profiling a window of its own event loop.
  *
  * argv[2]: the server's environment (DATABASE_URL, the RUNTIME_* knobs, …) as JSON; nothing else is read.
- * Started with --expose-gc so `memory` can collect before it reports.
+ * Started with --expose-gc so `memory` can collect before it reports, and with `npm start`'s --max-semi-space-size.
  */
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
