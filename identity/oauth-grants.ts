@@ -300,10 +300,8 @@ export class OAuthGrants {
       lastUsedAt: now,
       expiresAt: now + ttl,
     };
-    const [access, id] = await Promise.all([
-      this.#accessToken(grant),
-      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined,
-    ]);
+    const access = this.#accessToken(grant);
+    const id = exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined;
     return {
       access_token: access,
       token_type: 'Bearer',
@@ -371,7 +369,7 @@ export class OAuthGrants {
     }
     const grant = liveGrant(row);
     return {
-      access_token: await this.#accessToken(grant),
+      access_token: this.#accessToken(grant),
       token_type: 'Bearer',
       expires_in: ACCESS_TOKEN_TTL_S,
       scope: grant.scopes.join(' '),
@@ -425,7 +423,7 @@ export class OAuthGrants {
         expires_at: new Date(grant.expiresAt),
       })
       .execute();
-    return { grant, accessToken: await this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
+    return { grant, accessToken: this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
   }
 
   /** A grant that is live now (not revoked, not expired), by id. */
@@ -504,10 +502,10 @@ export class OAuthGrants {
     return now;
   }
 
-  async #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): Promise<string> {
+  #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): string {
     const environment = grant.kind === 'environment';
     const subject = environment ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
-    const signed = await this.#d.keys.sign(
+    const signed = this.#d.keys.sign(
       {
         sub: subject,
         sid: grant.id,
@@ -523,9 +521,9 @@ export class OAuthGrants {
     return signed.token;
   }
 
-  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): Promise<string> {
+  #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): string {
     const subject = grant.kind === 'environment' ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
-    const signed = await this.#d.keys.sign(
+    const signed = this.#d.keys.sign(
       { sub: subject, auth_time: Math.floor(authTime / 1000), azp: client.clientId, ...(nonce ? { nonce } : {}) },
       { typ: 'JWT', issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
     );
