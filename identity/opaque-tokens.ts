@@ -1,13 +1,14 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../storage/database.js';
+import { randomView } from './ids.js';
 
 /**
  * Opaque bearer secrets (cookies, refresh tokens, authorization codes): 256 random bits behind a type prefix, stored
  * only as their SHA-256. The prefix makes a leaked secret recognisable to secret scanners and to a person reading logs.
  */
 export function newOpaqueToken(prefix: string): { token: string; hash: string } {
-  const token = `${prefix}_${randomBytes(32).toString('base64url')}`;
+  const token = `${prefix}_${randomView(32).toString('base64url')}`;
   return { token, hash: hashToken(token) };
 }
 
