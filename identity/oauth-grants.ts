@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
@@ -68,7 +68,7 @@ export interface GrantDependencies {
 const invalidGrant = (code: string, message: string): HttpError => new HttpError(400, code, message, { oauthError: 'invalid_grant' });
 
 export function s256(verifier: string): string {
-  return createHash('sha256').update(verifier).digest('base64url');
+  return digest('sha256', verifier, 'base64url');
 }
 
 type GrantRow = {
