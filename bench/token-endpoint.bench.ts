@@ -10,8 +10,15 @@
  * token signed. Both keep
  * `CONCURRENCY` requests in flight, as a server would. Raw: `compactVerify` of the issued access tokens with an
  * imported key, back to back, before and after; the better run is the baseline.
- * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20).
+ * Each phase also prints the CPU it cost per operation: this process (main thread and libuv pool) and the embedded
+ * cluster's `postgres` processes (every visible one on BENCH_DATABASE_URL), from /proc. BENCH_PROFILE=1 runs one more exchange phase under V8's sampling profiler (after
+ * the measured ones, so they are not slowed) and prints where this process's time went; the .cpuprofile is kept.
+ * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20), BENCH_PROFILE (0 | 1).
  */
+import { writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { compactVerify, importJWK, type CryptoKey } from 'jose';
 import { ActorHost } from '../actors/actor-host.js';
 import { systemClock } from '../actors/clock.js';
@@ -29,15 +36,30 @@ import { RegistrySecrets } from '../identity/opaque-tokens.js';
 import { RegistrySigningKeys } from '../identity/signing-keys.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { openBenchDatabase } from './support/bench-database.js';
+import { summariseProfile } from './support/cpu-profile.js';
+import { GroupCpu, postgresPids, postgresPidsUnder } from './support/proc.js';
+import { percent } from './support/report-format.js';
 
 const EXCHANGES = Number(process.env.BENCH_EXCHANGES ?? 6_000);
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 20);
 const CONCURRENCY = 64;
+const PROFILE = process.env.BENCH_PROFILE === '1';
 const silent = { warn: () => {}, error: () => {}, info: () => {} };
 
-async function inFlight<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<{ perSec: number; results: R[] }> {
+interface Phase<R> {
+  readonly perSec: number;
+  readonly results: R[];
+  /** CPU µs per item: this process (all its threads) and every postgres process. */
+  readonly nodeMicros: number;
+  readonly postgresMicros: number;
+}
+
+async function inFlight<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<Phase<R>> {
   let next = 0;
   const results: R[] = new Array<R>(items.length);
+  // An embedded cluster is this process's child; on BENCH_DATABASE_URL every visible postgres process counts.
+  const postgres = GroupCpu.start(process.env.BENCH_DATABASE_URL ? postgresPids : () => postgresPidsUnder(process.pid));
+  const cpu = process.cpuUsage();
   const started = performance.now();
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -47,7 +69,38 @@ async function inFlight<T, R>(items: readonly T[], work: (item: T) => Promise<R>
       }
     }),
   );
-  return { perSec: items.length / ((performance.now() - started) / 1000), results };
+  const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  return {
+    perSec: items.length / seconds,
+    results,
+    nodeMicros: (used.user + used.system) / items.length,
+    postgresMicros: (postgres.seconds() * 1e6) / items.length,
+  };
+}
+
+/** One more exchange phase under the sampling profiler: where this process's time goes per exchange. */
+async function profiled<T>(items: readonly T[], work: (item: T) => Promise<TokenResponse>): Promise<string[]> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  const phase = await inFlight(items, work);
+  const { profile } = await session.post('Profiler.stop');
+  session.disconnect();
+  const file = path.join(tmpdir(), `token-bench-${Date.now()}.cpuprofile`);
+  await writeFile(file, JSON.stringify(profile));
+  const summary = summariseProfile(profile, 20, { keepBenchFrames: true });
+  return [
+    `  profile of one more exchange phase (${Math.round(phase.perSec)}/s under the profiler): main thread ${percent(summary.busy)} busy; shares of its busy time:`,
+    `    self time by area: ${summary.byArea.map((a) => `${a.name} ${percent(a.share)}`).join(', ')}`,
+    '    self time, top functions:',
+    ...summary.topFunctions.map((f) => `      ${percent(f.share).padStart(5)}  ${f.name}`),
+    "    the project's functions, inclusive:",
+    ...summary.topProjectInclusive.map((f) => `      ${percent(f.share).padStart(5)}  ${f.name}`),
+    `    profile: ${file}`,
+  ];
 }
 
 async function main(): Promise<void> {
@@ -97,22 +150,25 @@ async function main(): Promise<void> {
     const codes = await issue(EXCHANGES);
     const verifyKey = (await importJWK(keys.jwks.keys[0]!, 'ES256')) as CryptoKey;
     const sample = (await inFlight((await issue(2_000)), exchange)).results.map((t) => t.access_token);
-    const raw = async () => (await inFlight(Array.from({ length: EXCHANGES * 2 }, (_, i) => sample[i % sample.length]!), (jws) => compactVerify(jws, verifyKey))).perSec;
+    const raw = () => inFlight(Array.from({ length: EXCHANGES * 2 }, (_, i) => sample[i % sample.length]!), (jws) => compactVerify(jws, verifyKey));
 
     await database.checkpoint();
     const raw1 = await raw();
     const exchanged = await inFlight(codes, exchange);
     const refreshed = await inFlight(exchanged.results, (t) => grants.refresh({ client: cli, refreshToken: t.refresh_token! }));
     const raw2 = await raw();
-    const baseline = Math.max(raw1, raw2);
+    const baseline = raw1.perSec >= raw2.perSec ? raw1 : raw2;
+    const profileLines = PROFILE ? await profiled(await issue(EXCHANGES), exchange) : [];
     const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
-    const pct = (n: number): string => `${((n / baseline) * 100).toFixed(0)} %`;
+    const pct = (n: number): string => `${((n / baseline.perSec) * 100).toFixed(0)} %`;
+    const cost = (p: Phase<unknown>): string => `cpu per op: node ${Math.round(p.nodeMicros)} µs, postgres ${Math.round(p.postgresMicros)} µs`;
     process.stdout.write(
       `token endpoint — ${ACCOUNTS} accounts, ${EXCHANGES} exchanges, ${CONCURRENCY} in flight\n` +
-        `  jose raw ES256 verify          : ${fmt(baseline)} /s (runs: ${fmt(raw1)}, ${fmt(raw2)})\n` +
-        `  authorization_code exchanges   : ${fmt(exchanged.perSec)} /s (${pct(exchanged.perSec)} of raw; 2 signatures + 1 statement each)\n` +
-        `  refresh_token rotations        : ${fmt(refreshed.perSec)} /s (${pct(refreshed.perSec)} of raw; 1 signature + 1 statement each)\n` +
-        `${JSON.stringify({ bench: 'token-endpoint', rawPerSec: Math.round(baseline), exchangesPerSec: Math.round(exchanged.perSec), refreshesPerSec: Math.round(refreshed.perSec), exchangeRatio: Math.round((exchanged.perSec / baseline) * 100) / 100, refreshRatio: Math.round((refreshed.perSec / baseline) * 100) / 100 })}\n`,
+        `  jose raw ES256 verify          : ${fmt(baseline.perSec)} /s (runs: ${fmt(raw1.perSec)}, ${fmt(raw2.perSec)}; ${cost(baseline)})\n` +
+        `  authorization_code exchanges   : ${fmt(exchanged.perSec)} /s (${pct(exchanged.perSec)} of raw; 2 signatures + 1 statement each; ${cost(exchanged)})\n` +
+        `  refresh_token rotations        : ${fmt(refreshed.perSec)} /s (${pct(refreshed.perSec)} of raw; 1 signature + 1 statement each; ${cost(refreshed)})\n` +
+        profileLines.map((l) => `${l}\n`).join('') +
+        `${JSON.stringify({ bench: 'token-endpoint', rawPerSec: Math.round(baseline.perSec), exchangesPerSec: Math.round(exchanged.perSec), refreshesPerSec: Math.round(refreshed.perSec), exchangeRatio: Math.round((exchanged.perSec / baseline.perSec) * 100) / 100, refreshRatio: Math.round((refreshed.perSec / baseline.perSec) * 100) / 100 })}\n`,
     );
   } finally {
     await host.drain();

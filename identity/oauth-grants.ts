@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
@@ -68,7 +68,7 @@ export interface GrantDependencies {
 const invalidGrant = (code: string, message: string): HttpError => new HttpError(400, code, message, { oauthError: 'invalid_grant' });
 
 export function s256(verifier: string): string {
-  return createHash('sha256').update(verifier).digest('base64url');
+  return digest('sha256', verifier, 'base64url');
 }
 
 type GrantRow = {
@@ -87,7 +87,7 @@ type GrantRow = {
   revoked_at: Date | null;
 };
 
-/** Rows as `jsonb_to_recordset` reads them: times as ISO strings. */
+/** Rows as the batch statements read them: times as ISO strings. */
 interface NewCode {
   code_hash: string;
   client_id: string;
@@ -135,6 +135,11 @@ interface RefreshRotation {
 
 type RotatedRefresh = GrantRow & { next_hash: string };
 
+/** One column of a batch, as the array parameter `unnest` reads. */
+function column<T, K extends keyof T>(rows: readonly T[], key: K): Array<T[K]> {
+  return rows.map((row) => row[key]);
+}
+
 function liveGrant(row: GrantRow): LiveGrant {
   return {
     id: row.id,
@@ -179,12 +184,17 @@ export class OAuthGrants {
     });
     // One statement per batch: a code is consumed only if every check passes, and in the same statement its grant
     // and first refresh token are created and the code names its grant, so a replay can always find what to revoke.
+    // The batch arrives as one array per column: Postgres then knows how many rows `unnest` yields and finds each
+    // code by its key. Given jsonb_to_recordset (which it always guesses at 100 rows) it hash-joined the batch
+    // against every code still unused, a scan of the whole table per batch.
     this.#exchangeCodes = new StatementBatcher(async (exchanges) => {
       const { rows } = await sql<ExchangedCode>`
         WITH input AS (
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(exchanges)}::jsonb) AS x(code_hash text, grant_id text, kind text,
-            client_id text, environment_id text, redirect_uri text, code_challenge text, refresh_hash text, at timestamptz,
-            grant_expires_at timestamptz)
+          SELECT * FROM unnest(${column(exchanges, 'code_hash')}::text[], ${column(exchanges, 'grant_id')}::text[],
+            ${column(exchanges, 'kind')}::text[], ${column(exchanges, 'client_id')}::text[], ${column(exchanges, 'environment_id')}::text[],
+            ${column(exchanges, 'redirect_uri')}::text[], ${column(exchanges, 'code_challenge')}::text[], ${column(exchanges, 'refresh_hash')}::text[],
+            ${column(exchanges, 'at')}::timestamptz[], ${column(exchanges, 'grant_expires_at')}::timestamptz[])
+            AS x(code_hash, grant_id, kind, client_id, environment_id, redirect_uri, code_challenge, refresh_hash, at, grant_expires_at)
         ), consumed AS (
           UPDATE oauth_codes c SET used_at = input.at, grant_id = input.grant_id
           FROM input
@@ -204,17 +214,22 @@ export class OAuthGrants {
       return exchanges.map((e) => byGrant.get(e.grant_id));
     });
     // Spending a refresh token and storing its successor is one statement: a failure leaves the old one unspent, so
-    // the client's retry is a retry, not a reuse.
+    // the client's retry is a retry, not a reuse. The presented tokens are looked up by key first (`found`, kept
+    // apart from the rest of the plan): left to join the batch, the tokens and their grants in one go, Postgres
+    // would at times start from the grants (every live one, hash-joined on client) and only then find the tokens.
     this.#rotateRefreshTokens = new StatementBatcher(async (rotations) => {
       const { rows } = await sql<RotatedRefresh>`
         WITH input AS (
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(rotations)}::jsonb) AS x(token_hash text, next_hash text, client_id text, at timestamptz)
+          SELECT * FROM unnest(${column(rotations, 'token_hash')}::text[], ${column(rotations, 'next_hash')}::text[],
+            ${column(rotations, 'client_id')}::text[], ${column(rotations, 'at')}::timestamptz[]) AS x(token_hash, next_hash, client_id, at)
+        ), found AS MATERIALIZED (
+          SELECT input.*, t.grant_id FROM input JOIN oauth_refresh_tokens t ON t.token_hash = input.token_hash WHERE t.used_at IS NULL
         ), spent AS (
-          UPDATE oauth_refresh_tokens t SET used_at = input.at
-          FROM input, oauth_grants g
-          WHERE t.token_hash = input.token_hash AND t.used_at IS NULL AND g.id = t.grant_id
-            AND g.client_id = input.client_id AND g.revoked_at IS NULL AND g.expires_at > input.at
-          RETURNING t.token_hash, t.grant_id, t.generation, input.next_hash, input.at
+          UPDATE oauth_refresh_tokens t SET used_at = found.at
+          FROM found JOIN oauth_grants g ON g.id = found.grant_id
+          WHERE t.token_hash = found.token_hash AND t.used_at IS NULL
+            AND g.client_id = found.client_id AND g.revoked_at IS NULL AND g.expires_at > found.at
+          RETURNING t.token_hash, t.grant_id, t.generation, found.next_hash, found.at
         ), stored AS (
           INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
           SELECT next_hash, grant_id, generation + 1, at FROM spent
@@ -300,10 +315,8 @@ export class OAuthGrants {
       lastUsedAt: now,
       expiresAt: now + ttl,
     };
-    const [access, id] = await Promise.all([
-      this.#accessToken(grant),
-      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined,
-    ]);
+    const access = this.#accessToken(grant);
+    const id = exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined;
     return {
       access_token: access,
       token_type: 'Bearer',
@@ -371,7 +384,7 @@ export class OAuthGrants {
     }
     const grant = liveGrant(row);
     return {
-      access_token: await this.#accessToken(grant),
+      access_token: this.#accessToken(grant),
       token_type: 'Bearer',
       expires_in: ACCESS_TOKEN_TTL_S,
       scope: grant.scopes.join(' '),
@@ -425,7 +438,7 @@ export class OAuthGrants {
         expires_at: new Date(grant.expiresAt),
       })
       .execute();
-    return { grant, accessToken: await this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
+    return { grant, accessToken: this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
   }
 
   /** A grant that is live now (not revoked, not expired), by id. */
@@ -504,10 +517,10 @@ export class OAuthGrants {
     return now;
   }
 
-  async #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): Promise<string> {
+  #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): string {
     const environment = grant.kind === 'environment';
     const subject = environment ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
-    const signed = await this.#d.keys.sign(
+    const signed = this.#d.keys.sign(
       {
         sub: subject,
         sid: grant.id,
@@ -523,9 +536,9 @@ export class OAuthGrants {
     return signed.token;
   }
 
-  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): Promise<string> {
+  #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): string {
     const subject = grant.kind === 'environment' ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
-    const signed = await this.#d.keys.sign(
+    const signed = this.#d.keys.sign(
       { sub: subject, auth_time: Math.floor(authTime / 1000), azp: client.clientId, ...(nonce ? { nonce } : {}) },
       { typ: 'JWT', issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
     );

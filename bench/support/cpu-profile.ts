@@ -44,9 +44,11 @@ const isProject = (frame: Runtime.CallFrame): boolean => /\/dist\//.test(frame.u
 /**
  * Self time per area and per function, and inclusive time of the project's own functions, from a V8 CPU profile
  * (`Profiler.stop`). Samples taken inside the bench's own profiler calls (frames of bench/) are left out: they are
- * the measurement's cost, not the server's.
+ * the measurement's cost, not the server's. A bench that calls the code under test in its own process keeps them
+ * (`keepBenchFrames`): there the code under test runs beneath the bench's frames; the profiler's own calls
+ * (node:inspector, e.g. serialising the profile at `Profiler.stop`) are left out either way.
  */
-export function summariseProfile(profile: Profiler.Profile, top = 15): ProfileSummary {
+export function summariseProfile(profile: Profiler.Profile, top = 15, options: { keepBenchFrames?: boolean } = {}): ProfileSummary {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parentOf = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
@@ -69,7 +71,8 @@ export function summariseProfile(profile: Profiler.Profile, top = 15): ProfileSu
   for (const [id, micros] of self) {
     const node = byId.get(id)!;
     const chain = ancestry(id);
-    if (chain.some((n) => /\/dist\/bench\//.test(n.callFrame.url))) continue;
+    if (chain.some((n) => n.callFrame.url === 'node:inspector')) continue;
+    if (!options.keepBenchFrames && chain.some((n) => /\/dist\/bench\//.test(n.callFrame.url))) continue;
     total += micros;
     const area = areaOf(node.callFrame);
     if (area === 'idle') {

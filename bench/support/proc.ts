@@ -76,6 +76,26 @@ export function postgresPids(): number[] {
 }
 
 /**
+ * The `postgres` processes descended from `root` (an embedded cluster this process started): on a shared machine,
+ * other clusters' processes are not this bench's cost.
+ */
+export function postgresPidsUnder(root: number): number[] {
+  const all = postgresPids();
+  const parentOf = (pid: number): number | undefined => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return undefined;
+    }
+  };
+  return all.filter((pid) => {
+    for (let at: number | undefined = pid; at !== undefined && at > 1; at = parentOf(at)) if (at === root) return true;
+    return false;
+  });
+}
+
+/**
  * CPU seconds used by a group of processes between `start()` and `seconds()`. Processes are named by a function so
  * the group can change (Postgres backends come and go); a process missing at either end counts from zero there,
  * so short-lived ones are undercounted, never overcounted.
