@@ -31,13 +31,15 @@ interface EntryInput {
  * collide on the journal's primary key, which fails that whole batch: its actors reload, nothing is written twice.
  * Only refused entries come back (by position, usually none): every row returned is parsed and matched in Node.
  */
-const COMMIT_BATCH = `
+export const COMMIT_BATCH = `
 WITH checked AS (
-  -- Scalar subqueries, not a join: each entry probes the primary key, whatever the table's size.
+  -- Scalar subqueries, never EXISTS or a join: each entry probes the primary key, whatever the table's size. Postgres
+  -- may run an EXISTS as a hashed subplan that reads the whole journal once per statement; it chose that as soon as
+  -- the journal had statistics (ANALYZE, as autovacuum runs it), and a batch then took a second.
   SELECT i.*,
          COALESCE((SELECT s.epoch FROM actor_snapshots s WHERE s.kind = i.kind AND s.key = i.key), 0) <= i.epoch
-           AND NOT EXISTS (
-             SELECT 1 FROM actor_journal j WHERE j.kind = i.kind AND j.key = i.key AND j.version > i.base) AS ok
+           AND COALESCE((SELECT j.version FROM actor_journal j WHERE j.kind = i.kind AND j.key = i.key
+                          ORDER BY j.version DESC LIMIT 1), 0) <= i.base AS ok
     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (kind text, key text, base int8, epoch int8, journal jsonb, snap jsonb))
          WITH ORDINALITY AS i(kind, key, base, epoch, journal, snap, n)
 ), snapshots AS (
