@@ -31,8 +31,10 @@
  * ratio is the price of durability and bookkeeping. With 1 actor the raw path writes one row per statement (an upsert
  * cannot touch a row twice) while the host journals a whole batch of that actor's events in one statement, so its
  * events/s can exceed the raw rows/s there; that ratio above 100 % is real, not an error.
- * Each phase (raw sweep before, host, raw sweep after) starts right after a CHECKPOINT, so that Postgres's own
- * checkpoint (every ~540 MB of WAL by default, about once per run) cannot land in one path's window and not the other's.
+ * Each phase (raw sweep before, host, raw sweep after) starts right after a VACUUM (ANALYZE) of the actor tables and a
+ * CHECKPOINT, so that neither the dead row versions an earlier phase left (which the next phase's index probes would
+ * step over) nor Postgres's own checkpoint (every ~540 MB of WAL by default, about once per run) or autovacuum lands
+ * in one path's window and not the other's.
  * Latency is measured closed-loop, so it is that of a server at saturation with C requests in flight (Little's law:
  * mean latency ≈ C ÷ events/s); C is printed with the figures.
  *
@@ -86,7 +88,9 @@ interface CountResult {
   readonly rawMicrosPerRow: number | undefined;
 }
 
-/** Whether every phase started right after a CHECKPOINT (see BenchDatabase.checkpoint). */
+/** The tables both paths write; settled before every phase (see BenchDatabase.settle). */
+const ACTOR_TABLES = ['actor_snapshots', 'actor_journal'] as const;
+/** Whether every phase started on settled tables right after a CHECKPOINT (see BenchDatabase.settle). */
 let checkpointed = true;
 
 /** Silent, but counts what the host would have logged: a clean run logs nothing. */
@@ -110,7 +114,7 @@ async function benchActorCount(database: BenchDatabase, store: PostgresActorStor
 
   // Rows exist before the host starts, so activation really loads a snapshot (the raw path wrote it).
   await raw.seed(Math.min(actors, 1_000));
-  checkpointed &&= await database.checkpoint();
+  checkpointed &&= await database.settle(ACTOR_TABLES);
   for (const batchRows of sweep) rawRuns.push(await rawRun(raw, writers, batchRows));
 
   const stats = new BatchStats();
@@ -127,7 +131,7 @@ async function benchActorCount(database: BenchDatabase, store: PostgresActorStor
   host.start();
   let measured: LoadResult;
   try {
-    checkpointed &&= await database.checkpoint();
+    checkpointed &&= await database.settle(ACTOR_TABLES);
     const load = { host, kind: tallyKind.name, keys, senders: config.senders };
     const activation = await runLoad({ ...load, pick: 'round-robin', durationMs: 60_000, maxEvents: Math.max(actors, 8 * config.senders) });
     if (activation.failures > 0) throw new Error(`warm-up failed ${activation.failures} times: ${activation.firstFailure}`);
@@ -146,7 +150,7 @@ async function benchActorCount(database: BenchDatabase, store: PostgresActorStor
 
   // Second pass, now also at the batch size the host reached; the best of both passes is the limit.
   const matched = Math.max(1, Math.min(share, Math.round(batches.meanActors || 1)));
-  checkpointed &&= await database.checkpoint();
+  checkpointed &&= await database.settle(ACTOR_TABLES);
   for (const batchRows of [...new Set([matched, ...sweep])]) rawRuns.push(await rawRun(raw, writers, batchRows));
   const rawBest = rawRuns.reduce((a, b) => (b.rowsPerSec > a.rowsPerSec ? b : a));
   const rawMatched = rawRuns.filter((r) => r.batchRows === matched).reduce<RawRun | undefined>(
@@ -193,7 +197,7 @@ function report(results: readonly CountResult[], where: string, startedAt: numbe
   out.push(
     `machine: ${availableParallelism()} cores, node ${process.execArgv.join(' ') || '(no flags)'}, ${background === undefined ? 'background load unknown' : `${percent(background)} busy before the bench started`}` +
       ` (figures are only comparable between quiet runs); ` +
-      (checkpointed ? 'each phase starts right after a CHECKPOINT' : 'CHECKPOINT not permitted: checkpoints may fall in any phase'),
+      (checkpointed ? 'each phase starts right after VACUUM (ANALYZE) and CHECKPOINT' : 'VACUUM or CHECKPOINT not permitted: they may fall in any phase'),
   );
   out.push('');
   const header = ['actors', 'events/s', 'p50 ms', 'p99 ms', 'max ms', 'raw rows/s', 'raw batch', 'ratio', 'matched', 'host batch act/ev', 'commit ms', 'cpu proc/machine', 'cpu µs/ev:row', 'fail'];

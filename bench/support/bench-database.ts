@@ -18,6 +18,12 @@ export interface BenchDatabase {
    * phase of one path and not the other. False when the role may not (a non-superuser on BENCH_DATABASE_URL).
    */
   checkpoint(): Promise<boolean>;
+  /**
+   * VACUUM (ANALYZE) of `tables`, then a checkpoint: a phase then starts on tables without the dead row versions an
+   * earlier phase left (which its index probes would step over, and which autovacuum would otherwise clean up inside
+   * some later window). False when either was refused.
+   */
+  settle(tables: readonly string[]): Promise<boolean>;
   /** Closes the pool, drops the database, stops the embedded cluster and removes its directory. Idempotent. */
   close(): Promise<void>;
 }
@@ -65,7 +71,11 @@ export async function openBenchDatabase(options: {
     const where = options.clusterUrl ? `BENCH_DATABASE_URL (${new URL(options.clusterUrl).host})` : 'embedded';
     const pool = connection.pool;
     const checkpoint = (): Promise<boolean> => pool.query('CHECKPOINT').then(() => true, () => false);
-    return { connection, url: url.toString(), where, checkpoint, close };
+    const settle = async (tables: readonly string[]): Promise<boolean> => {
+      const vacuumed = await pool.query(`VACUUM (ANALYZE) ${tables.map((t) => pg.escapeIdentifier(t)).join(', ')}`).then(() => true, () => false);
+      return (await checkpoint()) && vacuumed;
+    };
+    return { connection, url: url.toString(), where, checkpoint, settle, close };
   } catch (error) {
     await close();
     throw error;
