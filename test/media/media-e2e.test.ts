@@ -74,8 +74,13 @@ async function runtimeOf(person: RuntimePerson): Promise<RuntimeClient> {
 
 const controlUrl = (): string => `${server.url.replace(/^http/, 'ws')}/v1/plugins/media/control`;
 
+interface Participant {
+  readonly page: MediaPage;
+  readonly memberId: string;
+}
+
 /** A participant page of `person`, connected with a fresh grant for `scope` and joined. */
-async function participant(person: RuntimePerson, scope: string, scopes: readonly string[] = ALL_MEDIA_SCOPES): Promise<{ page: MediaPage; memberId: string }> {
+async function participant(person: RuntimePerson, scope: string, scopes: readonly string[] = ALL_MEDIA_SCOPES): Promise<Participant> {
   const page = await pages.open(browser);
   const hello = await page.api.connectControl(controlUrl(), await mediaGrant(await runtimeOf(person), scope, scopes));
   await page.api.join();
@@ -94,15 +99,17 @@ async function hears(page: MediaPage, kind: 'audio' | 'video' = 'audio', timeout
   }
 }
 
+/** Two people in a direct call, each publishing the microphone and consuming the other, once both hear audio. */
+async function directCall(caller: RuntimePerson, callee: RuntimePerson, scope: string): Promise<[Participant, Participant]> {
+  const sides: [Participant, Participant] = [await participant(caller, scope), await participant(callee, scope)];
+  for (const side of sides) await side.page.api.publishMicrophone();
+  for (const side of sides) side.page.api.consumeAll();
+  for (const side of sides) await hears(side.page);
+  return sides;
+}
+
 test('a direct call: audio both ways', async () => {
-  const ann = await participant(mo, 'call:mo-bo');
-  const bob = await participant(bo, 'call:mo-bo');
-  await ann.page.api.publishMicrophone();
-  await bob.page.api.publishMicrophone();
-  ann.page.api.consumeAll();
-  bob.page.api.consumeAll();
-  await hears(ann.page);
-  await hears(bob.page);
+  const [ann, bob] = await directCall(mo, bo, 'call:mo-bo');
   await ann.page.api.leave();
   await bob.page.api.leave();
   await Promise.all([ann.page.close(), bob.page.close()]);
@@ -115,14 +122,7 @@ function workerPids(): number[] {
 }
 
 test('a worker dies mid-call: both sides are told media.reset, keep their seats, publish again and hear each other', async () => {
-  const ann = await participant(bo, 'call:bo-li');
-  const bob = await participant(li, 'call:bo-li');
-  await ann.page.api.publishMicrophone();
-  await bob.page.api.publishMicrophone();
-  ann.page.api.consumeAll();
-  bob.page.api.consumeAll();
-  await hears(ann.page);
-  await hears(bob.page);
+  const [ann, bob] = await directCall(bo, li, 'call:bo-li');
 
   const before = workerPids();
   assert.ok(before.length > 0);
