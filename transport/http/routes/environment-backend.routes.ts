@@ -2,13 +2,13 @@ import * as z from 'zod';
 import { ENVIRONMENT_ID } from '../../../identity/environments.js';
 import { idPattern } from '../../../identity/ids.js';
 import { BACKEND_GRANT_TTL_S, backendEndpoint, type BackendGrants } from '../../../runtime/backend-grants.js';
-import { GRANT_SCOPE } from '../../../runtime/grant-fence.js';
 import type { RuntimeSessions } from '../../../runtime/runtime-sessions.js';
 import { operatorOf } from '../../ops/registry-admin.routes.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { GrantScope, RequestedGrantScopes } from './grant-scopes.schema.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
 const ContextValue = z.union([z.string().max(256), z.number(), z.boolean()]);
@@ -16,12 +16,7 @@ const ContextValue = z.union([z.string().max(256), z.number(), z.boolean()]);
 const BackendGrantRequest = apiSchema(
   'EnvironmentBackendGrantRequest',
   z.strictObject({
-    scopes: z
-      .array(z.string().regex(GRANT_SCOPE))
-      .min(1)
-      .max(16)
-      .refine((s) => new Set(s).size === s.length, 'scopes must be unique')
-      .describe('Scopes the Environment declared for its backend.'),
+    scopes: RequestedGrantScopes.describe('Scopes the Environment declared for its backend.'),
     context: z
       .record(z.string().regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/), ContextValue)
       .refine((c) => Object.keys(c).length <= 16, 'at most 16 context members')
@@ -77,7 +72,7 @@ const DeclareBackendRequest = apiSchema(
   'OpsDeclareEnvironmentBackendRequest',
   z.strictObject({
     endpoint: z.string().max(2048),
-    scopes: z.array(z.string().regex(GRANT_SCOPE)).min(1).max(64),
+    scopes: z.array(GrantScope).min(1).max(64),
   }),
 );
 

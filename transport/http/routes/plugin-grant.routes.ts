@@ -1,27 +1,20 @@
 import * as z from 'zod';
 import { idPattern } from '../../../identity/ids.js';
 import { PLUGIN_ID } from '../../../plugins/plugin-catalog.js';
-import { GRANT_SCOPE } from '../../../runtime/grant-fence.js';
 import { PLUGIN_GRANT_PERMISSION, PLUGIN_GRANT_TTL_S, type PluginGrants } from '../../../runtime/plugin-grants.js';
 import type { RuntimeSessions } from '../../../runtime/runtime-sessions.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
+import { RequestedGrantScopes } from './grant-scopes.schema.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
-
-const GrantScope = z.string().regex(GRANT_SCOPE);
 
 const PluginGrantRequest = apiSchema(
   'PluginGrantRequest',
   z.strictObject({
     component: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/).describe('The backend component the grant is for (Media: `control`).'),
-    scopes: z
-      .array(GrantScope)
-      .min(1)
-      .max(16)
-      .refine((s) => new Set(s).size === s.length, 'scopes must be unique')
-      .describe("Among the component's grant scopes (Media control: `media:connect`, `media:direct-call`, `media:join-space`, `media:request-speak`, `media:publish`)."),
+    scopes: RequestedGrantScopes.describe("Among the component's grant scopes (Media control: `media:connect`, `media:direct-call`, `media:join-space`, `media:request-speak`, `media:publish`)."),
     context: z
       .record(z.string(), z.unknown())
       .describe('Exactly what the component\'s context schema names (Media control: one property `scope`, 1–96 characters, `^[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$`).'),
