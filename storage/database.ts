@@ -225,7 +225,8 @@ export interface EnvironmentBackendTable {
   updated_at: Instant;
 }
 
-export interface EnvironmentBackendGrantTable {
+/** What every grant fenced by a Runtime lease stores (runtime/grant-fence.ts writes these columns). */
+interface FencedGrantColumns {
   id: string;
   /** SHA-256 of the grant token. */
   token_hash: string;
@@ -238,13 +239,16 @@ export interface EnvironmentBackendGrantTable {
   session_id: string;
   lease_id: string;
   lease_version: Int8;
-  endpoint: string;
   scopes: Json<string[]>;
   roles: Json<string[]>;
-  context: Json<Record<string, string | number | boolean>>;
   created_at: Instant;
   expires_at: Instant;
   revoked_at: NullableInstant;
+}
+
+export interface EnvironmentBackendGrantTable extends FencedGrantColumns {
+  endpoint: string;
+  context: Json<Record<string, string | number | boolean>>;
   revoked_reason: string | null;
 }
 
@@ -276,24 +280,8 @@ export interface PluginSettingTable {
 }
 
 /** A Plugin Grant (migration 0008): the fence it was issued under is checked again on every use. */
-export interface PluginGrantTable {
-  id: string;
-  /** SHA-256 of the grant token. */
-  token_hash: string;
+export interface PluginGrantTable extends FencedGrantColumns {
   plugin_id: string;
   component: string;
-  account_id: string;
-  actor_id: string;
-  environment_id: string;
-  origin: string;
-  oauth_grant_id: string;
-  session_id: string;
-  lease_id: string;
-  lease_version: Int8;
-  scopes: Json<string[]>;
-  roles: Json<string[]>;
   context: Json<Record<string, string>>;
-  created_at: Instant;
-  expires_at: Instant;
-  revoked_at: NullableInstant;
 }
