@@ -315,8 +315,10 @@ export class OAuthGrants {
       lastUsedAt: now,
       expiresAt: now + ttl,
     };
-    const access = this.#accessToken(grant);
-    const id = exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined;
+    const [access, id] = await Promise.all([
+      this.#accessToken(grant),
+      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined,
+    ]);
     return {
       access_token: access,
       token_type: 'Bearer',
@@ -384,7 +386,7 @@ export class OAuthGrants {
     }
     const grant = liveGrant(row);
     return {
-      access_token: this.#accessToken(grant),
+      access_token: await this.#accessToken(grant),
       token_type: 'Bearer',
       expires_in: ACCESS_TOKEN_TTL_S,
       scope: grant.scopes.join(' '),
@@ -438,7 +440,7 @@ export class OAuthGrants {
         expires_at: new Date(grant.expiresAt),
       })
       .execute();
-    return { grant, accessToken: this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
+    return { grant, accessToken: await this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
   }
 
   /** A grant that is live now (not revoked, not expired), by id. */
@@ -517,10 +519,10 @@ export class OAuthGrants {
     return now;
   }
 
-  #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): string {
+  async #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): Promise<string> {
     const environment = grant.kind === 'environment';
     const subject = environment ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
-    const signed = this.#d.keys.sign(
+    const signed = await this.#d.keys.sign(
       {
         sub: subject,
         sid: grant.id,
@@ -536,9 +538,9 @@ export class OAuthGrants {
     return signed.token;
   }
 
-  #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): string {
+  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): Promise<string> {
     const subject = grant.kind === 'environment' ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
-    const signed = this.#d.keys.sign(
+    const signed = await this.#d.keys.sign(
       { sub: subject, auth_time: Math.floor(authTime / 1000), azp: client.clientId, ...(nonce ? { nonce } : {}) },
       { typ: 'JWT', issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
     );

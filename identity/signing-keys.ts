@@ -56,15 +56,22 @@ export class RegistrySigningKeys {
    * second time. Signed with node:crypto on a KeyObject rather than through jose: jose signs through WebCrypto and
    * rebuilds and re-validates the header and claims on every call, which cost about three times the signature
    * itself on the token endpoint's path. What is signed is the same JWS jose would make, and jose verifies it.
+   * The signature is computed on libuv's pool (≈ 3 µs more CPU than in place): the event loop goes on parsing,
+   * batching and answering while it runs, and a loaded token endpoint uses both cores instead of queueing every
+   * signature behind the one thread.
    */
-  sign(claims: JWTPayload, options: { typ: string; issuer: string; audience: string; expiresInSeconds: number; clock: Clock }): { token: string; expiresAt: number } {
+  sign(claims: JWTPayload, options: { typ: string; issuer: string; audience: string; expiresInSeconds: number; clock: Clock }): Promise<{ token: string; expiresAt: number }> {
     const now = Math.floor(options.clock.now() / 1000);
     const exp = now + options.expiresInSeconds;
     const payload = Buffer.from(JSON.stringify({ ...claims, iss: options.issuer, aud: options.audience, iat: now, exp })).toString('base64url');
     const input = `${this.#header(options.typ)}.${payload}`;
-    // IEEE P1363 (r ‖ s), as JWS requires, not OpenSSL's default DER.
-    const signature = sign('sha256', Buffer.from(input), { key: this.#signing.key, dsaEncoding: 'ieee-p1363' }).toString('base64url');
-    return { token: `${input}.${signature}`, expiresAt: exp * 1000 };
+    return new Promise((resolve, reject) => {
+      // IEEE P1363 (r ‖ s), as JWS requires, not OpenSSL's default DER.
+      sign('sha256', Buffer.from(input), { key: this.#signing.key, dsaEncoding: 'ieee-p1363' }, (error, signature) => {
+        if (error) reject(error);
+        else resolve({ token: `${input}.${signature.toString('base64url')}`, expiresAt: exp * 1000 });
+      });
+    });
   }
 
   #header(typ: string): string {

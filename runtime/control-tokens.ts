@@ -27,7 +27,7 @@ export class ControlTokens {
     private readonly issuer: () => string,
   ) {}
 
-  issue(caller: RuntimeCaller, sessionId: string): { token: string; expiresAt: number } {
+  issue(caller: RuntimeCaller, sessionId: string): Promise<{ token: string; expiresAt: number }> {
     return this.keys.sign(
       { sub: caller.accountId, sid: caller.grantId, rts: sessionId, env: caller.environmentId, origin: caller.origin },
       { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, expiresInSeconds: CONTROL_TOKEN_TTL_S, clock: this.clock },

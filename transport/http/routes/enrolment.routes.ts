@@ -185,7 +185,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
           throw new HttpError(404, 'enrolment_not_found', 'no such enrolment for this device', { family: 'account_policy' });
         }
         const done = await deps.accounts.completeEnrolment(caller.accountId, body.enrolmentId, body.nonce);
-        const passport = deps.keys.sign(
+        const passport = await deps.keys.sign(
           { sub: caller.accountId, dev: done.deviceId, aep: done.epoch },
           { typ: PASSPORT_TYPE, issuer: deps.issuer(), audience: PASSPORT_AUDIENCE, expiresInSeconds: PASSPORT_TTL_SECONDS, clock: deps.clock },
         );

@@ -173,7 +173,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       handler: async ({ principal }) => {
         const { caller, sessionId } = principalAs(principal, 'runtimeSession');
         await deps.sessions.liveSession(caller, sessionId);
-        const issued = deps.controlTokens.issue(caller, sessionId);
+        const issued = await deps.controlTokens.issue(caller, sessionId);
         return {
           status: 200,
           body: {
