@@ -1,5 +1,5 @@
 import { hash as digest } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
 import { StatementBatcher } from '../storage/statement-batcher.js';
@@ -135,6 +135,39 @@ interface RefreshRotation {
 
 type RotatedRefresh = GrantRow & { next_hash: string };
 
+/**
+ * One statement per batch of exchanges: a code is consumed only if every check passes, and in the same statement its
+ * grant and first refresh token are created and the code names its grant, so a replay can always find what to revoke.
+ * The batch arrives as one array per column (`EXCHANGE_COLUMNS`, in parameter order): Postgres then knows how many
+ * rows `unnest` yields and finds each code by its key. Given jsonb_to_recordset (which it always guesses at 100 rows)
+ * it hash-joined the batch against every code still unused, a scan of the whole table per batch. Exported for the
+ * test that pins its plan.
+ */
+export const EXCHANGE_COLUMNS = [
+  'code_hash', 'grant_id', 'kind', 'client_id', 'environment_id', 'redirect_uri', 'code_challenge', 'refresh_hash', 'at', 'grant_expires_at',
+] as const satisfies ReadonlyArray<keyof CodeExchange>;
+
+export const EXCHANGE_CODES = `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                       $9::timestamptz[], $10::timestamptz[])
+    AS x(code_hash, grant_id, kind, client_id, environment_id, redirect_uri, code_challenge, refresh_hash, at, grant_expires_at)
+), consumed AS (
+  UPDATE oauth_codes c SET used_at = input.at, grant_id = input.grant_id
+  FROM input
+  WHERE c.code_hash = input.code_hash AND c.used_at IS NULL AND c.client_id = input.client_id
+    AND c.redirect_uri = input.redirect_uri AND c.code_challenge = input.code_challenge AND c.expires_at > input.at
+  RETURNING input.grant_id, input.kind, input.client_id, input.environment_id, input.refresh_hash, input.at,
+    input.grant_expires_at, c.scopes, c.nonce, c.account_id, c.account_epoch, c.browser_id, c.auth_time
+), grant_rows AS (
+  INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, last_used_at, expires_at)
+  SELECT grant_id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, at, at, grant_expires_at FROM consumed
+), refresh_rows AS (
+  INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
+  SELECT refresh_hash, grant_id, 1, at FROM consumed WHERE refresh_hash IS NOT NULL
+)
+SELECT grant_id, scopes, nonce, account_id, account_epoch, browser_id, auth_time FROM consumed`;
+
 /** One column of a batch, as the array parameter `unnest` reads. */
 function column<T, K extends keyof T>(rows: readonly T[], key: K): Array<T[K]> {
   return rows.map((row) => row[key]);
@@ -182,34 +215,10 @@ export class OAuthGrants {
           scopes jsonb, nonce text, account_id text, account_epoch int8, browser_id text, auth_time timestamptz, expires_at timestamptz)`.execute(db);
       return codes.map(() => undefined);
     });
-    // One statement per batch: a code is consumed only if every check passes, and in the same statement its grant
-    // and first refresh token are created and the code names its grant, so a replay can always find what to revoke.
-    // The batch arrives as one array per column: Postgres then knows how many rows `unnest` yields and finds each
-    // code by its key. Given jsonb_to_recordset (which it always guesses at 100 rows) it hash-joined the batch
-    // against every code still unused, a scan of the whole table per batch.
     this.#exchangeCodes = new StatementBatcher(async (exchanges) => {
-      const { rows } = await sql<ExchangedCode>`
-        WITH input AS (
-          SELECT * FROM unnest(${column(exchanges, 'code_hash')}::text[], ${column(exchanges, 'grant_id')}::text[],
-            ${column(exchanges, 'kind')}::text[], ${column(exchanges, 'client_id')}::text[], ${column(exchanges, 'environment_id')}::text[],
-            ${column(exchanges, 'redirect_uri')}::text[], ${column(exchanges, 'code_challenge')}::text[], ${column(exchanges, 'refresh_hash')}::text[],
-            ${column(exchanges, 'at')}::timestamptz[], ${column(exchanges, 'grant_expires_at')}::timestamptz[])
-            AS x(code_hash, grant_id, kind, client_id, environment_id, redirect_uri, code_challenge, refresh_hash, at, grant_expires_at)
-        ), consumed AS (
-          UPDATE oauth_codes c SET used_at = input.at, grant_id = input.grant_id
-          FROM input
-          WHERE c.code_hash = input.code_hash AND c.used_at IS NULL AND c.client_id = input.client_id
-            AND c.redirect_uri = input.redirect_uri AND c.code_challenge = input.code_challenge AND c.expires_at > input.at
-          RETURNING input.grant_id, input.kind, input.client_id, input.environment_id, input.refresh_hash, input.at,
-            input.grant_expires_at, c.scopes, c.nonce, c.account_id, c.account_epoch, c.browser_id, c.auth_time
-        ), grant_rows AS (
-          INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, created_at, last_used_at, expires_at)
-          SELECT grant_id, kind, client_id, account_id, account_epoch, browser_id, environment_id, scopes, at, at, grant_expires_at FROM consumed
-        ), refresh_rows AS (
-          INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
-          SELECT refresh_hash, grant_id, 1, at FROM consumed WHERE refresh_hash IS NOT NULL
-        )
-        SELECT grant_id, scopes, nonce, account_id, account_epoch, browser_id, auth_time FROM consumed`.execute(db);
+      const { rows } = await db.executeQuery<ExchangedCode>(
+        CompiledQuery.raw(EXCHANGE_CODES, EXCHANGE_COLUMNS.map((key) => column(exchanges, key))),
+      );
       const byGrant = new Map(rows.map((r) => [r.grant_id, r]));
       return exchanges.map((e) => byGrant.get(e.grant_id));
     });

@@ -10,6 +10,7 @@ import * as pluginSettings0006 from './migrations/0006-plugin-settings.js';
 import * as pluginConfiguration0007 from './migrations/0007-plugin-configuration.js';
 import * as pluginGrants0008 from './migrations/0008-plugin-grants.js';
 import * as unusedCodesByBrowser0009 from './migrations/0009-unused-codes-by-browser.js';
+import * as codesByBrowser0010 from './migrations/0010-codes-by-browser.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -25,6 +26,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0007-plugin-configuration': pluginConfiguration0007,
   '0008-plugin-grants': pluginGrants0008,
   '0009-unused-codes-by-browser': unusedCodesByBrowser0009,
+  '0010-codes-by-browser': codesByBrowser0010,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
