@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { up as createUnusedCodesByBrowser } from './0009-unused-codes-by-browser.js';
 
 /**
  * Replaces 0009's partial index (`browser_id WHERE used_at IS NULL`) with a plain one on `browser_id`.
@@ -17,10 +18,5 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('oauth_codes_by_browser').execute();
-  await db.schema
-    .createIndex('oauth_codes_unused_by_browser')
-    .on('oauth_codes')
-    .column('browser_id')
-    .where(sql.ref('used_at'), 'is', null)
-    .execute();
+  await createUnusedCodesByBrowser(db);
 }

@@ -3,6 +3,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { COMMIT_BATCH } from '../../storage/postgres/actor-store.postgres.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { explain, planNodes } from '../support/query-plan.js';
 
 /**
  * The commit statement's fence must stay two primary-key probes per entry however large the tables grow and whatever
@@ -18,18 +19,6 @@ test.before(async () => {
 test.after(async () => {
   await db.drop();
 });
-
-interface PlanNode {
-  readonly 'Node Type': string;
-  readonly 'Relation Name'?: string;
-  readonly 'Subplan Name'?: string;
-  readonly Plans?: readonly PlanNode[];
-}
-
-function* nodes(node: PlanNode): Generator<PlanNode> {
-  yield node;
-  for (const child of node.Plans ?? []) yield* nodes(child);
-}
 
 test('after ANALYZE of a journal that one actor fills, every read of the actor tables is an index probe, never a scan or a hashed subplan', async () => {
   // One busy actor with a long history and nobody else yet, as a young deployment (or a benchmark's single hot actor)
@@ -50,15 +39,14 @@ test('after ANALYZE of a journal that one actor fills, every read of the actor t
     journal: [[Date.now(), { type: 'tick' }]],
     snap: { version: 201, state: {}, timers: {}, nextDueAt: null },
   }));
-  const { rows } = await db.connection.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${COMMIT_BATCH}`, [JSON.stringify(batch)]);
-  const plan = rows[0]!['QUERY PLAN'][0]!.Plan;
-  const reads = [...nodes(plan)].filter((n) => n['Relation Name'] === 'actor_journal' || n['Relation Name'] === 'actor_snapshots');
+  const plan = await explain(db.connection.pool, COMMIT_BATCH, [JSON.stringify(batch)]);
+  const reads = [...planNodes(plan)].filter((n) => n['Relation Name'] === 'actor_journal' || n['Relation Name'] === 'actor_snapshots');
   assert.ok(reads.length >= 2, JSON.stringify(plan));
   for (const read of reads) {
     if (read['Node Type'] === 'ModifyTable') continue;
     assert.ok(/^Index( Only)? Scan$/.test(read['Node Type']), `${read['Node Type']} on ${read['Relation Name']}`);
   }
-  const hashed = [...nodes(plan)].filter((n) => n['Subplan Name']?.startsWith('hashed'));
+  const hashed = [...planNodes(plan)].filter((n) => n['Subplan Name']?.startsWith('hashed'));
   assert.equal(hashed.map((n) => n['Subplan Name']), []);
 });
 

@@ -3,6 +3,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { EXCHANGE_CODES } from '../../identity/oauth-grants.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { explain, planNodes } from '../support/query-plan.js';
 
 /**
  * The token exchange must find each presented code by its key, whatever the statistics say: a plan that reads the
@@ -18,18 +19,6 @@ test.before(async () => {
 test.after(async () => {
   await db.drop();
 });
-
-interface PlanNode {
-  readonly 'Node Type': string;
-  readonly 'Relation Name'?: string;
-  readonly 'Index Name'?: string;
-  readonly Plans?: readonly PlanNode[];
-}
-
-function* nodes(node: PlanNode): Generator<PlanNode> {
-  yield node;
-  for (const child of node.Plans ?? []) yield* nodes(child);
-}
 
 test('after a burst of authorizations that ANALYZE has not seen, a batch of exchanges probes each code by its key', async () => {
   const q = db.connection.db;
@@ -50,9 +39,8 @@ test('after a burst of authorizations that ANALYZE has not seen, a batch of exch
   const at = new Date().toISOString();
   const column = <T>(value: T): T[] => batch.map(() => value);
   const params = [batch, batch.map((_, i) => `grt_${i}`), column('cli'), column('cli'), column(null), column('http://127.0.0.1/cb'), column('x'), column(null), column(at), column(at)];
-  const { rows } = await db.connection.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${EXCHANGE_CODES}`, params);
-  const plan = rows[0]!['QUERY PLAN'][0]!.Plan;
-  const reads = [...nodes(plan)].filter((n) => n['Relation Name'] === 'oauth_codes' && n['Node Type'] !== 'ModifyTable');
+  const plan = await explain(db.connection.pool, EXCHANGE_CODES, params);
+  const reads = [...planNodes(plan)].filter((n) => n['Relation Name'] === 'oauth_codes' && n['Node Type'] !== 'ModifyTable');
   assert.ok(reads.length >= 1, JSON.stringify(plan));
   for (const read of reads) assert.equal(`${read['Node Type']} ${read['Index Name'] ?? ''}`, 'Index Scan oauth_codes_pkey');
 });
