@@ -48,6 +48,7 @@ import { percent } from './support/report-format.js';
 const EXCHANGES = Number(process.env.BENCH_EXCHANGES ?? 6_000);
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 20);
 const IN_FLIGHT = (process.env.BENCH_IN_FLIGHT ?? '64,256,512').split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+if (IN_FLIGHT.length === 0) throw new Error(`BENCH_IN_FLIGHT must list positive integers, got ${JSON.stringify(process.env.BENCH_IN_FLIGHT)}`);
 const PROFILE = process.env.BENCH_PROFILE === '1';
 const silent = { warn: () => {}, error: () => {}, info: () => {} };
 
