@@ -1,12 +1,10 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authorizationUrl, pkcePair } from '../../client/oidc-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolFirst } from '../support/identity.js';
+import { runRegistryAdmin } from '../support/process.js';
 import { startTestServer } from '../support/server.js';
 
 /** The operators' command line, run as its own process against a real server's operator listener. */
@@ -24,17 +22,7 @@ test.after(async () => {
   await db.drop();
 });
 
-async function admin(args: string[], env: Record<string, string> = { OPS_TOKEN }): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [path.resolve('dist/bin/registry-admin.js'), '--ops-url', server.opsUrl, '--as', 'ops-olga', ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const admin = (args: string[], env: Record<string, string> = { OPS_TOKEN }) => runRegistryAdmin(server.opsUrl, 'ops-olga', args, env);
 
 const register = ['environment', 'register', '--id', 'conference', '--origin', 'https://conference.example', '--redirect-uri', 'https://conference.example/auth/callback'];
 

@@ -1,8 +1,6 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MediaEnvironmentConfigV2Schema, type MediaEnvironmentConfigV2 } from '../../plugins/media/media-config.schema.js';
@@ -12,6 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { enrolFirst } from '../support/identity.js';
 import { testEnvironment, type TestEnvironment } from '../support/runtime.js';
+import { runRegistryAdmin } from '../support/process.js';
 import { startTestServer } from '../support/server.js';
 
 /**
@@ -61,16 +60,7 @@ const config: MediaEnvironmentConfigV2 = {
   },
 };
 
-async function admin(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const cli = [path.resolve('dist/bin/registry-admin.js'), '--ops-url', server.opsUrl, '--as', 'ops-sam', ...args];
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, cli, { env: { PATH: process.env.PATH ?? '' } });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const admin = (args: string[]) => runRegistryAdmin(server.opsUrl, 'ops-sam', args);
 
 async function file(name: string, content: unknown): Promise<string> {
   const at = path.join(dir, name);

@@ -1,6 +1,3 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
@@ -9,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem } from '../support/identity.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { runRegistryAdmin } from '../support/process.js';
 import { startTestServer } from '../support/server.js';
 
 /**
@@ -39,16 +37,7 @@ interface Settings {
   etag: string;
 }
 
-async function admin(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const cli = [path.resolve('dist/bin/registry-admin.js'), '--ops-url', server.opsUrl, '--as', 'ops-sam', ...args];
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, cli, { env: { PATH: process.env.PATH ?? '' } });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const admin = (args: string[]) => runRegistryAdmin(server.opsUrl, 'ops-sam', args);
 
 test.before(async () => {
   db = await createTestDatabase();

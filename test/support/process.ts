@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
 
 export interface ServerProcess {
   readonly child: ChildProcess;
@@ -63,5 +64,25 @@ export function isAlive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Runs the compiled operators' command line (`registry-admin`) against an operator listener, as `operator`, with
+ * nothing of this process's environment but PATH and `env`: its exit code and both streams, a failure included.
+ */
+export async function runRegistryAdmin(
+  opsUrl: string,
+  operator: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const cli = [path.resolve('dist/bin/registry-admin.js'), '--ops-url', opsUrl, '--as', operator, ...args];
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, cli, { env: { PATH: process.env.PATH ?? '', ...env } });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
 }
