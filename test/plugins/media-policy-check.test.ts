@@ -1,5 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
 import { MediaEnvironmentConfigV2Schema, type MediaEnvironmentConfigV2, type MediaSpacePolicyV2 } from '../../plugins/media/media-config.schema.js';
 import { checkMediaEnvironmentConfig, checkMediaSpacePolicy, type MediaPolicyViolationCode } from '../../plugins/media/media-policy.check.js';
 
@@ -109,19 +110,7 @@ test('role_authority_url_invalid: backendEndpoint()\'s rule for space and direct
   const config: MediaEnvironmentConfigV2 = {
     directCalls: {
       enabled: true,
-      policy: {
-        mode: 'direct_call',
-        maxParticipants: 2,
-        maxSpeakerSeats: 2,
-        floorControl: 'open',
-        raiseHand: 'disabled',
-        screenShare: 'disabled',
-        guestPolicy: 'callee_only',
-        encryption: 'sfu_blind',
-        spatialAudio: 'disabled',
-        roleAuthorityUrl: 'http://backend.stage-world.test/authority',
-        reconnectGraceSeconds: 20,
-      },
+      policy: { ...DEFAULT_DIRECT_CALL_POLICY, guestPolicy: 'callee_only', roleAuthorityUrl: 'http://backend.stage-world.test/authority', reconnectGraceSeconds: 20 },
     },
   };
   assert.ok(MediaEnvironmentConfigV2Schema.safeParse(config).success);

@@ -5,6 +5,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MediaEnvironmentConfigV2Schema, type MediaEnvironmentConfigV2 } from '../../plugins/media/media-config.schema.js';
 import { checkMediaEnvironmentConfig } from '../../plugins/media/media-policy.check.js';
+import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
@@ -45,18 +46,7 @@ const config: MediaEnvironmentConfigV2 = {
   ],
   directCalls: {
     enabled: true,
-    policy: {
-      mode: 'direct_call',
-      maxParticipants: 2,
-      maxSpeakerSeats: 2,
-      floorControl: 'open',
-      raiseHand: 'disabled',
-      screenShare: 'disabled',
-      guestPolicy: 'callee_only',
-      encryption: 'sfu_blind',
-      spatialAudio: 'disabled',
-      reconnectGraceSeconds: 20,
-    },
+    policy: { ...DEFAULT_DIRECT_CALL_POLICY, guestPolicy: 'callee_only', reconnectGraceSeconds: 20 },
   },
 };
 
