@@ -7,7 +7,7 @@ import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-import { fencedGrantColumns, grantFenceHolds, refuseUndeclaredScopes, type IssuingFence } from './grant-fence.js';
+import { fencedGrantColumns, liveFencedGrant, refuseUndeclaredScopes, type IssuingFence, type LiveFencedGrant } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 export const BACKEND_GRANT_TTL_S = 5 * 60;
@@ -30,20 +30,7 @@ export interface IssuedBackendGrant {
 
 export type Introspection =
   | { readonly active: false }
-  | {
-      readonly active: true;
-      readonly grantId: string;
-      readonly actorId: string;
-      readonly environmentId: string;
-      readonly origin: string;
-      readonly environmentRoles: readonly string[];
-      readonly scopes: readonly string[];
-      readonly context: GrantContext;
-      readonly endpoint: string;
-      readonly sessionId: string;
-      readonly leaseVersion: number;
-      readonly expiresAt: number;
-    };
+  | (LiveFencedGrant & { readonly active: true; readonly context: GrantContext; readonly endpoint: string });
 
 /** An Environment backend endpoint: https (http only on loopback, for development), no fragment, no credentials. */
 export function backendEndpoint(text: string): string | undefined {
@@ -150,22 +137,9 @@ export class BackendGrants {
     return coordinated(async () => {
       const inactive = { active: false } as const;
       const row = await this.db.selectFrom('environment_backend_grants').selectAll().where('token_hash', '=', hashToken(token)).executeTakeFirst();
-      if (!row || row.revoked_at !== null || row.expires_at.getTime() <= this.clock.now() || row.endpoint !== endpoint) return inactive;
-      if (!(await grantFenceHolds(row, this.sessions, this.signInLive))) return inactive;
-      return {
-        active: true,
-        grantId: row.id,
-        actorId: row.actor_id,
-        environmentId: row.environment_id,
-        origin: row.origin,
-        environmentRoles: row.roles,
-        scopes: row.scopes,
-        context: row.context,
-        endpoint: row.endpoint,
-        sessionId: row.session_id,
-        leaseVersion: row.lease_version,
-        expiresAt: row.expires_at.getTime(),
-      };
+      if (!row || row.endpoint !== endpoint) return inactive;
+      const live = await liveFencedGrant(row, this.clock.now(), this.sessions, this.signInLive);
+      return live ? { ...live, active: true, context: row.context, endpoint: row.endpoint } : inactive;
     });
   }
 }

@@ -15,7 +15,7 @@ export interface GrantFence {
  * Whether the fence a grant was issued under still holds: its sign-in is live (no logout, revocation or account epoch
  * change) and the same session still holds the same lease at the same version (not superseded, released or lapsed).
  */
-export async function grantFenceHolds(
+async function grantFenceHolds(
   fence: GrantFence,
   sessions: RuntimeSessions,
   signInLive: (oauthGrantId: string) => Promise<boolean>,
@@ -23,6 +23,56 @@ export async function grantFenceHolds(
   if (!(await signInLive(fence.oauth_grant_id))) return false;
   const holder = await sessions.leaseHolder(fence.account_id);
   return holder !== null && holder.sessionId === fence.session_id && holder.leaseId === fence.lease_id && holder.version === fence.lease_version;
+}
+
+/** A fenced grant's row, as far as deciding whether it holds and what its backend sees. */
+export interface FencedGrantRow extends GrantFence {
+  readonly id: string;
+  readonly actor_id: string;
+  readonly environment_id: string;
+  readonly origin: string;
+  readonly roles: readonly string[];
+  readonly scopes: readonly string[];
+  readonly expires_at: Date;
+  readonly revoked_at: Date | null;
+}
+
+/** What a backend learns of a fenced grant that holds: whose, where, for what, under which fence, until when. */
+export interface LiveFencedGrant {
+  readonly grantId: string;
+  readonly actorId: string;
+  readonly environmentId: string;
+  readonly origin: string;
+  readonly environmentRoles: readonly string[];
+  readonly scopes: readonly string[];
+  readonly sessionId: string;
+  readonly leaseVersion: number;
+  readonly expiresAt: number;
+}
+
+/**
+ * The grant as its backend sees it, if it holds at `now`: not revoked, not expired, and its fence still holding
+ * (`grantFenceHolds`); undefined otherwise, whatever the reason.
+ */
+export async function liveFencedGrant(
+  row: FencedGrantRow,
+  now: number,
+  sessions: RuntimeSessions,
+  signInLive: (oauthGrantId: string) => Promise<boolean>,
+): Promise<LiveFencedGrant | undefined> {
+  if (row.revoked_at !== null || row.expires_at.getTime() <= now) return undefined;
+  if (!(await grantFenceHolds(row, sessions, signInLive))) return undefined;
+  return {
+    grantId: row.id,
+    actorId: row.actor_id,
+    environmentId: row.environment_id,
+    origin: row.origin,
+    environmentRoles: row.roles,
+    scopes: row.scopes,
+    sessionId: row.session_id,
+    leaseVersion: row.lease_version,
+    expiresAt: row.expires_at.getTime(),
+  };
 }
 
 /** What a page asks for by name in a grant: lower-case, with `.`, `:`, `_` and `-` (e.g. `media:publish`). */

@@ -7,7 +7,7 @@ import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError, validationDetails, type ErrorDetail } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-import { fencedGrantColumns, grantFenceHolds, refuseUndeclaredScopes, type IssuingFence } from './grant-fence.js';
+import { fencedGrantColumns, liveFencedGrant, refuseUndeclaredScopes, type IssuingFence, type LiveFencedGrant } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 export const PLUGIN_GRANT_TTL_S = 5 * 60;
@@ -27,20 +27,11 @@ export interface IssuedPluginGrant {
   readonly expiresAt: number;
 }
 
-/** A grant that holds right now, as its backend component sees it (plus what the registry keeps to itself). */
-export interface LivePluginGrant {
-  readonly grantId: string;
+/** A grant that holds right now, as its backend component sees it. */
+export interface LivePluginGrant extends LiveFencedGrant {
   readonly pluginId: string;
   readonly component: string;
-  readonly actorId: string;
-  readonly environmentId: string;
-  readonly origin: string;
-  readonly environmentRoles: readonly string[];
-  readonly scopes: readonly string[];
   readonly context: Readonly<Record<string, string>>;
-  readonly sessionId: string;
-  readonly leaseVersion: number;
-  readonly expiresAt: number;
 }
 
 const problem = (status: number, code: string, message: string, details?: ErrorDetail[]): HttpError =>
@@ -135,22 +126,9 @@ export class PluginGrants {
   async verify(token: string, pluginId: string): Promise<LivePluginGrant | undefined> {
     return coordinated(async () => {
       const row = await this.db.selectFrom('plugin_grants').selectAll().where('token_hash', '=', hashToken(token)).executeTakeFirst();
-      if (!row || row.plugin_id !== pluginId || row.revoked_at !== null || row.expires_at.getTime() <= this.clock.now()) return undefined;
-      if (!(await grantFenceHolds(row, this.sessions, this.signInLive))) return undefined;
-      return {
-        grantId: row.id,
-        pluginId: row.plugin_id,
-        component: row.component,
-        actorId: row.actor_id,
-        environmentId: row.environment_id,
-        origin: row.origin,
-        environmentRoles: row.roles,
-        scopes: row.scopes,
-        context: row.context,
-        sessionId: row.session_id,
-        leaseVersion: row.lease_version,
-        expiresAt: row.expires_at.getTime(),
-      };
+      if (!row || row.plugin_id !== pluginId) return undefined;
+      const live = await liveFencedGrant(row, this.clock.now(), this.sessions, this.signInLive);
+      return live && { ...live, pluginId: row.plugin_id, component: row.component, context: row.context };
     });
   }
 }

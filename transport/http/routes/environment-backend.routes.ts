@@ -8,7 +8,7 @@ import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { GrantScope, RequestedGrantScopes } from './grant-scopes.schema.js';
+import { activeFencedGrantBody, activeFencedGrantFields, GrantScope, RequestedGrantScopes } from './fenced-grant.schema.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
 const ContextValue = z.union([z.string().max(256), z.number(), z.boolean()]);
@@ -51,19 +51,7 @@ const IntrospectionResponse = apiSchema(
   'EnvironmentBackendGrantIntrospection',
   z.union([
     z.strictObject({ active: z.literal(false) }),
-    z.strictObject({
-      active: z.literal(true),
-      grantId: z.string(),
-      actorId: z.string().describe("The person's pairwise actor id in the Environment."),
-      environmentId: z.string(),
-      origin: z.string(),
-      environmentRoles: z.array(z.string()),
-      scopes: z.array(z.string()),
-      context: z.record(z.string(), ContextValue),
-      endpoint: z.string(),
-      session: z.strictObject({ sessionId: z.string(), leaseVersion: z.number().int() }),
-      expiresAt: z.iso.datetime(),
-    }),
+    z.strictObject({ ...activeFencedGrantFields, context: z.record(z.string(), ContextValue), endpoint: z.string() }),
   ]),
   'RFC 7662 style: `active: false` says nothing more, whatever the reason.',
 );
@@ -150,11 +138,7 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
       handler: async ({ body }) => {
         const result = await deps.grants.introspect(body.grant, body.endpoint);
         if (!result.active) return { status: 200, body: { active: false as const } };
-        const { sessionId, leaseVersion, expiresAt, ...rest } = result;
-        return {
-          status: 200,
-          body: { ...rest, environmentRoles: [...rest.environmentRoles], scopes: [...rest.scopes], session: { sessionId, leaseVersion }, expiresAt: new Date(expiresAt).toISOString() },
-        };
+        return { status: 200, body: { ...activeFencedGrantBody(result), context: { ...result.context }, endpoint: result.endpoint } };
       },
     }),
   ];

@@ -7,7 +7,7 @@ import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { RequestedGrantScopes } from './grant-scopes.schema.js';
+import { activeFencedGrantBody, activeFencedGrantFields, RequestedGrantScopes } from './fenced-grant.schema.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
 const PluginGrantRequest = apiSchema(
@@ -43,20 +43,7 @@ const IntrospectionResponse = apiSchema(
   'PluginGrantIntrospection',
   z.union([
     z.strictObject({ active: z.literal(false) }),
-    z.strictObject({
-      active: z.literal(true),
-      grantId: z.string(),
-      pluginId: z.string(),
-      component: z.string(),
-      actorId: z.string().describe("The person's pairwise actor id in the Environment."),
-      environmentId: z.string(),
-      origin: z.string(),
-      environmentRoles: z.array(z.string()),
-      scopes: z.array(z.string()),
-      context: z.record(z.string(), z.string()),
-      session: z.strictObject({ sessionId: z.string(), leaseVersion: z.number().int() }),
-      expiresAt: z.iso.datetime(),
-    }),
+    z.strictObject({ ...activeFencedGrantFields, pluginId: z.string(), component: z.string(), context: z.record(z.string(), z.string()) }),
   ]),
   'RFC 7662 style: `active: false` says nothing more, whatever the reason.',
 );
@@ -120,18 +107,9 @@ export function pluginGrantRoutes(deps: { grants: PluginGrants; sessions: Runtim
       handler: async ({ params, body }) => {
         const grant = await deps.grants.verify(body.grant, params.pluginId);
         if (!grant) return { status: 200, body: { active: false as const } };
-        const { sessionId, leaseVersion, expiresAt, ...rest } = grant;
         return {
           status: 200,
-          body: {
-            active: true as const,
-            ...rest,
-            environmentRoles: [...rest.environmentRoles],
-            scopes: [...rest.scopes],
-            context: { ...rest.context },
-            session: { sessionId, leaseVersion },
-            expiresAt: new Date(expiresAt).toISOString(),
-          },
+          body: { ...activeFencedGrantBody(grant), pluginId: grant.pluginId, component: grant.component, context: { ...grant.context } },
         };
       },
     }),
