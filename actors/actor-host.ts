@@ -3,9 +3,10 @@ import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEven
 import { Activation, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
-import { HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
+import { ActorEventUnstorableError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
 import type { Ownership } from './ownership.js';
 import { actorId, type ActorStore } from '../storage/actor-store.js';
+import { unstorableTextAt } from '../storage/storable-text.js';
 
 export interface HostObserver extends CommitObserver {
   activated(kind: string): void;
@@ -121,6 +122,8 @@ export class ActorHost {
    */
   send<E extends EventObject>(kind: string, key: string, event: E): Promise<ActorReply> {
     if (this.#draining) return Promise.reject(new HostDrainingError());
+    const unstorable = unstorableTextAt(event);
+    if (unstorable !== undefined) return Promise.reject(new ActorEventUnstorableError(`${kind}/${key}`, unstorable));
     let activation: Activation;
     try {
       activation = this.#activationFor(kind, key);

@@ -60,6 +60,18 @@ export class ActorEventRejectedError extends ActorHostError {
   }
 }
 
+/**
+ * The event holds text Postgres cannot keep (U+0000, an unpaired surrogate). Refused before it reaches the machine:
+ * journalled, it would fail the group commit of every other actor in its batch.
+ */
+export class ActorEventUnstorableError extends ActorHostError {
+  readonly code = 'actor_event_unstorable';
+  readonly retryable = false;
+  constructor(readonly actor: string, readonly pointer: string) {
+    super(`actor ${actor} refused an event with unstorable text at ${JSON.stringify(pointer)}`);
+  }
+}
+
 /** The stored snapshot no longer restores into the kind's machine. Needs an operator, not a retry. */
 export class ActorRestoreError extends ActorHostError {
   readonly code = 'actor_restore_failed';

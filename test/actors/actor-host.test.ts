@@ -5,6 +5,7 @@ import { ManualClock, systemClock } from '../../actors/clock.js';
 import {
   ActorCommitFailedError,
   ActorEventRejectedError,
+  ActorEventUnstorableError,
   ActorFencedError,
   ActorOverloadedError,
   HostDrainingError,
@@ -122,6 +123,19 @@ test('a machine that throws refuses that event only: state and journal unchanged
   const after = await host.send('counter', 'poisoned', add(1));
   assert.is(after.version, 2);
   assert.is(contextOf(after.snapshot).total, 4);
+  await host.drain();
+});
+
+test('an event holding text Postgres cannot keep is refused alone: the other actors of its batch commit', async () => {
+  const host = hostFor(store, systemClock, [counterKind]);
+  const good = Array.from({ length: 20 }, (_, i) => host.send('counter', `storable-${i}`, add(1)));
+  // Journalled, either would fail the statement of the whole group commit.
+  const nul = host.send('counter', 'storable-0', { ...add(1), note: 'a\u0000b' });
+  const surrogate = host.send('counter', 'storable-1', { ...add(1), notes: ['ok', '\ud800'] });
+  await rejects(() => nul, (e: unknown) => e instanceof ActorEventUnstorableError && !e.retryable && e.pointer === '/note');
+  await rejects(() => surrogate, (e: unknown) => e instanceof ActorEventUnstorableError && e.pointer === '/notes/1');
+  for (const reply of await Promise.all(good)) assert.is(reply.version, 1);
+  assert.is((await store.readJournal('counter', 'storable-0', { limit: 10 })).length, 1);
   await host.drain();
 });
 

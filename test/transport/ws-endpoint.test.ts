@@ -270,7 +270,7 @@ test('authenticate throwing HttpError(401): the upgrade is refused with a proble
   assert.is(refused.body.requestId, refused.headers['x-request-id']);
 });
 
-test('a message that fails the inbound schema gets a validation_failed error and the connection stays open', async () => {
+test('a message that fails the inbound schema, or holds text Postgres cannot keep, gets a validation_failed error and the connection stays open', async () => {
   const client = await openClient('/echo', [JSON_PROTOCOL]);
   client.ws.send(JSON.stringify({ type: 'echo', text: 42 }));
   const error = await nextMessage(client, 0);
@@ -281,8 +281,17 @@ test('a message that fails the inbound schema gets a validation_failed error and
     details.map((d) => [d.pointer, d.in]),
     [['/text', 'body']],
   );
+  // Text Postgres cannot keep is refused the same way, before any handler could store it: NUL, a lone surrogate
+  // (written as JSON escapes: a client's UTF-8 encoder would have replaced a real one).
+  client.ws.send('{"type":"echo","text":"a\\u0000b"}');
+  client.ws.send('{"type":"echo","text":"ok","\\ud800":1}');
+  for (const [index, pointer] of [[1, '/text'], [2, '/\ud800']] as const) {
+    const refused = await nextMessage(client, index);
+    assert.is(refused.value.code, 'validation_failed');
+    assert.equal(refused.value.details, [{ pointer, in: 'body', code: 'unstorable_text', message: 'contains U+0000 or an unpaired UTF-16 surrogate' }]);
+  }
   client.ws.send(JSON.stringify({ type: 'echo', text: 'still here' }));
-  assert.is((await nextMessage(client, 1)).value.text, 'still here');
+  assert.is((await nextMessage(client, 3)).value.text, 'still here');
   assert.is(client.closed, undefined);
   client.ws.close(1000);
 });

@@ -195,3 +195,8 @@ export function validationDetails(error: z.ZodError, part: ErrorDetail['in']): E
   }
   return details;
 }
+
+/** The detail for a string Postgres cannot keep (see storage/storable-text.ts), at `pointer`. */
+export function unstorableTextDetail(pointer: string, part: ErrorDetail['in']): ErrorDetail {
+  return { pointer, in: part, code: 'unstorable_text', message: 'contains U+0000 or an unpaired UTF-16 surrogate' };
+}

@@ -3,9 +3,10 @@ import type { Logger } from 'pino';
 import type * as z from 'zod';
 import { ActorHostError } from '../../actors/errors.js';
 import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-store.js';
+import { unstorableTextAt } from '../../storage/storable-text.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
-import { HttpError, renderError, statusTitle, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { HttpError, renderError, statusTitle, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import type { AnyRoute } from './route.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -367,6 +368,11 @@ function validate(
   part: ErrorDetail['in'],
   refuseAnything = false,
 ): unknown {
+  const where = part === 'body' ? 'request body' : `${part} parameters`;
+  const unstorable = unstorableTextAt(value);
+  if (unstorable !== undefined) {
+    throw new HttpError(400, 'validation_failed', `the ${where} did not validate`, { details: [unstorableTextDetail(unstorable, part)] });
+  }
   if (schema === undefined) {
     const empty = value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0);
     if (refuseAnything && !empty) {
@@ -378,6 +384,5 @@ function validate(
   }
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  const where = part === 'body' ? 'request body' : `${part} parameters`;
   throw new HttpError(400, 'validation_failed', `the ${where} did not validate`, { details: validationDetails(parsed.error, part) });
 }

@@ -33,8 +33,9 @@
  *   Heartbeat failures are uWS's: a peer silent for idleTimeoutSeconds is cut, reported as 1006.
  *
  * In-band error messages: `{ type: 'error', code, message, details? }` unless the endpoint renders its own
- *   validation_failed  the decoded message failed the `inbound` schema; `details` point into it (JSON Pointers). The
- *                      connection stays open: one bad message is a client bug to report, not a session to drop.
+ *   validation_failed  the decoded message failed the `inbound` schema, or holds text Postgres cannot keep (U+0000,
+ *                      an unpaired surrogate: detail code `unstorable_text`); `details` point into it (JSON Pointers).
+ *                      The connection stays open: one bad message is a client bug to report, not a session to drop.
  *   <HttpError code>   onMessage threw an HttpError: its code and message are meant for the client.
  *   internal_error     onMessage threw or rejected with anything else: logged with its stack, no detail leaks, and
  *                      the process never goes down for it.
@@ -51,7 +52,8 @@
 import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
-import { HttpError, type ErrorDetail } from '../http/errors.js';
+import { HttpError, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
+import { unstorableTextAt } from '../../storage/storable-text.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
 import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
 import { CloseCode, EndpointConnection, type SocketData, type WsConnection, type WsError } from './connection.js';
@@ -253,6 +255,11 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       decoded = codec.decode(payload);
     } catch {
       conn.close(CloseCode.undecodable, `not a ${codec.subprotocol} message`);
+      return;
+    }
+    const unstorable = unstorableTextAt(decoded);
+    if (unstorable !== undefined) {
+      conn.sendError({ code: 'validation_failed', message: 'the message did not validate', details: [unstorableTextDetail(unstorable, 'body')] });
       return;
     }
     const parsed = endpoint.inbound.safeParse(decoded);
