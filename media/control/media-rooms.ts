@@ -1,4 +1,5 @@
 import type { types } from 'mediasoup';
+import { validateAndNormalizeRtpCapabilities, validateAndNormalizeRtpParameters } from 'mediasoup/ortc';
 import type { Logger } from 'pino';
 import type { ActorHost } from '../../actors/actor-host.js';
 import type { Clock } from '../../actors/clock.js';
@@ -121,7 +122,9 @@ export class MediaRooms implements MediaRoomsPort {
     if (needed && !conn.user.grant.scopes.includes(needed)) throw new MediaRequestError('scope_missing', `this request needs grant scope ${needed}`);
     const memberId = conn.user.memberId;
     try {
-      if (message.type === 'room.join') return await this.#join(conn, message.rtpCapabilities as unknown as types.RtpCapabilities);
+      if (message.type === 'room.join') {
+        return await this.#join(conn, clientMediaParameters<types.RtpCapabilities>('rtpCapabilities', message.rtpCapabilities, validateAndNormalizeRtpCapabilities));
+      }
       const live = this.#joined(conn);
       switch (message.type) {
         case 'room.leave':
@@ -232,6 +235,7 @@ export class MediaRooms implements MediaRoomsPort {
 
   async #produce(conn: MediaConnection, live: LiveRoom, message: Extract<MediaV2ClientMessage, { type: 'produce' }>): Promise<Record<string, unknown>> {
     const { memberId, grant, scope } = conn.user;
+    const rtpParameters = clientMediaParameters<types.RtpParameters>('rtpParameters', message.rtpParameters, validateAndNormalizeRtpParameters);
     const { answer: check } = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
     if (check.request === 'publish.check' && !check.allowed) {
       throw new MediaRequestError(check.denial ?? 'not_speaker', message.source === 'microphone' ? 'publishing the microphone needs a speaker seat' : 'publishing the screen needs to be the sharer');
@@ -243,7 +247,7 @@ export class MediaRooms implements MediaRoomsPort {
     }
     const producer = await live.media.produce(memberId, message.transportId, {
       kind: message.kind,
-      rtpParameters: message.rtpParameters as unknown as types.RtpParameters,
+      rtpParameters,
       appData: { source: message.source },
     });
     live.producers.set(producer.id, { memberId, kind: message.kind, source: message.source });
@@ -376,4 +380,19 @@ export class MediaRooms implements MediaRoomsPort {
   #broadcast(live: LiveRoom, message: MediaV2ServerMessage, except?: string): void {
     for (const [memberId, conn] of live.members) if (memberId !== except) conn.send(message);
   }
+}
+
+/**
+ * A client's mediasoup parameter object, checked by mediasoup's own validator (on a copy, which it normalises) before
+ * it is used: a malformed one is the client's mistake, answered `invalid_media_parameters`, not a TypeError from
+ * inside a transport or, for capabilities, from a later `consume`.
+ */
+function clientMediaParameters<T>(name: string, given: Readonly<Record<string, unknown>>, validate: (value: T) => void): T {
+  const value = structuredClone(given) as unknown as T;
+  try {
+    validate(value);
+  } catch (error) {
+    throw new MediaRequestError('invalid_media_parameters', `${name}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return value;
 }

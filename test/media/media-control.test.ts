@@ -27,6 +27,8 @@ let liaPage: RuntimeClient;
 let authority: Server;
 let authorityAnswer: { status: number; body: string } = { status: 200, body: JSON.stringify({ decision: 'deny', reason: 'not on the programme' }) };
 const authorityBodies: Array<Record<string, unknown>> = [];
+/** Well-formed RTP parameters of a microphone (what mediasoup-client would send), for tests about something else. */
+const MICROPHONE_RTP = { codecs: [{ mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 }] };
 
 const stagePolicy = (roleAuthorityUrl?: string) => ({
   mode: 'stage',
@@ -154,17 +156,31 @@ test('the publisher-authority callback: forwarded grant in `grant`; a deny refus
   const grant = await mediaGrant(modPage, 'gated');
   const moderator = await MediaControlClient.connect(server.url, grant, world.origin);
   assert.is((await moderator.request('room.join', { rtpCapabilities: {} })).ok, true);
-  const denied = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
+  const denied = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: MICROPHONE_RTP });
   assert.equal([denied.ok, denied.error?.code], [false, 'publisher_denied']);
   const asked = authorityBodies.at(-1)!;
   assert.is(asked.grant, grant);
   assert.equal([asked.environmentId, asked.scope, asked.spaceId, asked.source], [world.environmentId, 'gated', 'gated', 'microphone']);
 
   authorityAnswer = { status: 500, body: '{}' };
-  assert.is((await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} })).error?.code, 'publisher_denied');
+  assert.is((await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: MICROPHONE_RTP })).error?.code, 'publisher_denied');
   authorityAnswer = { status: 200, body: JSON.stringify({ decision: 'allow' }) };
-  const allowed = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
+  const allowed = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: MICROPHONE_RTP });
   assert.is(allowed.error?.code, 'transport_not_found', 'allowed by the backend, then refused only for the made-up transport');
+  moderator.close();
+});
+
+test('malformed mediasoup parameters are the client\'s mistake: invalid_media_parameters, before the backend is asked', async () => {
+  const moderator = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'gated'), world.origin);
+  const badCapabilities = await moderator.request('room.join', { rtpCapabilities: { codecs: 'opus' } });
+  assert.equal([badCapabilities.ok, badCapabilities.error?.code], [false, 'invalid_media_parameters']);
+  assert.is((await moderator.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const asked = authorityBodies.length;
+  for (const rtpParameters of [{}, { codecs: [{}] }, { codecs: [{ mimeType: 1 }] }, { codecs: [null] }]) {
+    const refused = await moderator.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters });
+    assert.equal([refused.ok, refused.error?.code], [false, 'invalid_media_parameters'], JSON.stringify(rtpParameters));
+  }
+  assert.is(authorityBodies.length, asked, 'the publisher authority is not asked about a malformed request');
   moderator.close();
 });
 
