@@ -109,10 +109,13 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 
 /** The server's metrics, with the observer hooks the host, the gateway and the socket endpoints report to. */
-export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<string, number> }) {
+export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<string, number>; httpInFlight: () => number }) {
   const registry = new MetricsRegistry();
   const requests = registry.counter('registry_http_requests_total', 'HTTP requests answered, by operation and status.');
   const requestSeconds = registry.histogram('registry_http_request_duration_seconds', 'HTTP request duration.', LATENCY_BUCKETS);
+  registry.gauge('registry_http_requests_in_flight', 'Requests of the public listener received and not yet answered or abandoned.', () => [
+    [{}, sources.httpInFlight()],
+  ]);
   const activations = registry.counter('registry_actor_activations_total', 'Actor activations (loads into memory).');
   const deactivations = registry.counter('registry_actor_deactivations_total', 'Actors leaving memory, by reason.');
   const events = registry.counter('registry_actor_events_total', 'Events delivered to actors.');

@@ -136,6 +136,7 @@ export async function startServer(
         for (const a of host?.list() ?? []) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
         return counts;
       },
+      httpInFlight: () => gateway.inFlight,
     });
     host = new ActorHost({
       store,

@@ -1,8 +1,10 @@
+import { connect } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * What clients get wrong on purpose or by accident, through the real server: requests that once reached Postgres or
@@ -64,6 +66,23 @@ test('text Postgres cannot keep (U+0000, an unpaired surrogate) is a 400 whereve
 
   const ready = await fetch(`${server.url}/ready`);
   assert.is(ready.status, 200);
+});
+
+test('a client that goes away in the middle of its body leaves no request in flight', async () => {
+  const inFlight = async (): Promise<number> => {
+    const text = await (await fetch(`${server.opsUrl}/metrics`, { headers: { authorization: `Bearer ${OPS_TOKEN}` } })).text();
+    const line = text.split('\n').find((l) => l.startsWith('registry_http_requests_in_flight'));
+    return Number(line?.split(' ').at(-1));
+  };
+  assert.is(await inFlight(), 0);
+  const port = new URL(server.url).port;
+  const sockets = Array.from({ length: 3 }, () => connect(Number(port), '127.0.0.1'));
+  for (const socket of sockets) {
+    socket.write('POST /v1/auth/passports/introspect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"pass');
+  }
+  await waitFor(async () => (await inFlight()) === 3, 'the partial requests to be received');
+  for (const socket of sockets) socket.destroy();
+  await waitFor(async () => (await inFlight()) === 0, 'abandoned requests to leave the in-flight count', 5_000);
 });
 
 test.run();

@@ -41,6 +41,12 @@ export function newRequestId(): string {
   return `req_${randomBytes(12).toString('base64url')}`;
 }
 
+interface RequestState {
+  aborted: boolean;
+  /** Set while the body is being read: the client going away ends that wait. */
+  onAbort?: () => void;
+}
+
 interface Reply {
   readonly status: number;
   readonly headers: Readonly<Record<string, string | readonly string[]>>;
@@ -93,9 +99,10 @@ export class HttpGateway {
         headers,
         remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
       };
-      const state = { aborted: false };
+      const state: RequestState = { aborted: false };
       res.onAborted(() => {
         state.aborted = true;
+        state.onAbort?.();
       });
       this.#inFlight++;
       void this.#serve(res, request, requestId, state, started).finally(() => {
@@ -125,7 +132,7 @@ export class HttpGateway {
     res: HttpResponse,
     request: Omit<IncomingRequest, 'body'>,
     requestId: string,
-    state: { aborted: boolean },
+    state: RequestState,
     started: number,
   ): Promise<void> {
     const log = this.#options.logger.child({ requestId });
@@ -278,7 +285,7 @@ function readBody(
   res: HttpResponse,
   headers: Readonly<Record<string, string>>,
   limit: number,
-  state: { aborted: boolean },
+  state: RequestState,
 ): Promise<Buffer> {
   const declared = headers['content-length'];
   const chunked = /chunked/i.test(headers['transfer-encoding'] ?? '');
@@ -287,6 +294,9 @@ function readBody(
     new HttpError(413, 'body_too_large', `the request body exceeds ${limit} bytes`, { headers: { connection: 'close' } });
   if (declared !== undefined && Number(declared) > limit) return Promise.reject(tooLarge());
   return new Promise((resolve, reject) => {
+    // A client gone mid-body sends no more data: without this the request would stay in flight forever (and every
+    // drain would wait out its timeout). The caller checks `aborted` right after.
+    state.onAbort = () => resolve(Buffer.alloc(0));
     const chunks: Buffer[] = [];
     let size = 0;
     let refused = false;
