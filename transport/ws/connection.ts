@@ -54,6 +54,8 @@ export interface WsConnection<TUser, TOut> {
 export interface SocketData<TUser, TOut> {
   readonly connection: EndpointConnection<TUser, TOut>;
   readonly codec: WsCodec;
+  /** True while `res.upgrade()` and the cork around it run: a close then is uWS's, not the client's. */
+  upgrading: boolean;
 }
 
 export interface ConnectionLimits {

@@ -208,7 +208,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       limits: { maxBackpressureBytes: endpoint.maxBackpressureBytes, messagesPerMinute: endpoint.messagesPerMinute },
       renderError,
     });
-    const data: SocketData<TUser, TOut> = { connection, codec: choice.codec };
+    const data: SocketData<TUser, TOut> = { connection, codec: choice.codec, upgrading: true };
     res.cork(() => {
       res.upgrade(
         data,
@@ -218,6 +218,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         context,
       );
     });
+    data.upgrading = false;
   }
 
   function handlerFailed(conn: EndpointConnection<TUser, TOut>, error: unknown): void {
@@ -318,6 +319,11 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       open.delete(conn);
       const reason = Buffer.from(message).toString('utf8');
       const code = wireCode === ABNORMAL_CLOSURE && reason === UWS_TOO_BIG_REASON ? CloseCode.messageTooBig : wireCode;
+      if (ws.getUserData().upgrading && code === ABNORMAL_CLOSURE) {
+        // The cork() epilogue after an asynchronous upgrade can shut the new socket down (uNetworking/uWebSockets#1928,
+        // fixed upstream in C++ by #1929, not in the npm build we run): the client sees 1006 and must reconnect.
+        conn.logger.warn('uWS closed the socket right after its upgrade (uNetworking/uWebSockets#1928); the client must reconnect');
+      }
       deps.observer?.closed(endpoint.name, code);
       conn.logger.debug({ code, reason }, 'connection closed');
       runHandler(
