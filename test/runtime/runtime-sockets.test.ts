@@ -9,6 +9,7 @@ import { jsonOf } from '../support/http.js';
 import { logoutBrowser, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
+import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
 
 /** The runtime WebSocket (lease-fenced, presence) and the control channel (read-only), through real sockets. */
 let db: TestDatabase;
@@ -40,8 +41,18 @@ interface Socket {
   send(message: unknown): void;
 }
 
-/** Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. */
-function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
+/**
+ * Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. A socket uWS cut
+ * right after its upgrade is opened again (see cutAfterUpgrade).
+ */
+async function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
+  for (let attempt = 1; ; attempt += 1) {
+    const socket = await connectOnce(url, protocols, origin);
+    if (attempt === 3 || !(await cutAfterUpgrade(socket.ws, socket.closed.then((c) => c.code)))) return socket;
+  }
+}
+
+function connectOnce(url: string, protocols: string[], origin: string): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, protocols, { origin });
     const messages: Array<Record<string, unknown>> = [];

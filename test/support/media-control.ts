@@ -1,6 +1,7 @@
 import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../media/control/media-control.messages.js';
+import { cutAfterUpgrade } from './uws-upgrade-cut.js';
 
 /** Installs Media in an Environment and gives it a configuration, through the operator listener. */
 export async function configureMedia(opsUrl: string, environmentId: string, configuration: unknown): Promise<void> {
@@ -42,18 +43,13 @@ export class MediaControlClient {
   }
 
   /**
-   * Opens a connection; resolves once `hello` arrived and a `ping` came back, rejects with the upgrade's status on
-   * refusal. uWS sometimes cuts a socket (1006) right after an asynchronous upgrade, after `hello` left
-   * (uNetworking/uWebSockets#1928, fixed upstream in C++, not in the npm build we can use): the server then counts that
-   * connection gone, so a test counting connections must not carry on as if it were open. Such a connection is opened
-   * again, as any client reconnects after 1006, and said so on stderr.
+   * Opens a connection; resolves once `hello` arrived, rejects with the upgrade's status on refusal. A connection uWS
+   * cut right after its upgrade is opened again (see cutAfterUpgrade).
    */
   static async connect(baseUrl: string, grant: string | undefined, origin: string): Promise<MediaControlClient> {
     for (let attempt = 1; ; attempt += 1) {
       const client = await MediaControlClient.#open(baseUrl, grant, origin);
-      const cut = await Promise.race([client.request('ping').then(() => false, () => false), client.closed.then((code) => code === 1006)]);
-      if (!cut || attempt === 3) return client;
-      process.stderr.write(`media control connection cut by uWS right after its upgrade (uNetworking/uWebSockets#1928); reconnecting\n`);
+      if (attempt === 3 || !(await cutAfterUpgrade(client.#ws, client.closed))) return client;
     }
   }
 
