@@ -15,7 +15,7 @@
  * - Host: C closed-loop senders (each sends its next event as soon as the previous reply arrives) call
  *   `host.send('tally', key, { type: 'tally.add' })` on uniformly random keys among N (all on the one actor when
  *   N = 1) for a fixed window, after every actor has been activated (loaded from the store) and a short warm-up.
- *   events/s counts replies inside the window; a reply means the event is committed (its journal row, fenced, in one
+ *   events/s counts replies inside the window; a reply means the event is committed (in its journal row, fenced, in one
  *   statement with the other actors' writes; a snapshot row rides along on an activation's first write and every 64th
  *   event). Latency is send → reply, p50/p99/max over every event of the window.
  * - Raw limit: the same snapshot rows (same table, same keys, same jsonb shape) written straight through pg as
@@ -26,9 +26,9 @@
  * - ratio = host events/s ÷ raw rows/s.
  *
  * Why this baseline: it is the work Postgres must do at minimum for an actor's state to be durable (one row per actor
- * per commit), with nothing of the host's own cost. The host writes one journal row per event (and now and then a
- * snapshot), checks the epoch/journal-head fence and runs the machine; the raw path does none of that, on purpose: the
- * ratio is the price of durability and bookkeeping. With 1 actor the raw path writes one row per statement (an upsert
+ * per commit), with nothing of the host's own cost. The host writes one journal row per actor per commit (and now and
+ * then a snapshot), checks the epoch/journal-head fence and runs the machine; the raw path does none of that, on
+ * purpose: the ratio is the price of durability and bookkeeping. With 1 actor the raw path writes one row per statement (an upsert
  * cannot touch a row twice) while the host journals a whole batch of that actor's events in one statement, so its
  * events/s can exceed the raw rows/s there; that ratio above 100 % is real, not an error.
  * Each phase (raw sweep before, host, raw sweep after) starts right after a VACUUM (ANALYZE) of the actor tables and a

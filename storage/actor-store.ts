@@ -1,15 +1,16 @@
 /**
- * Where actor state lives. The journal is the write-ahead record: one row per accepted event, so every version is
- * durable the moment its row commits. Snapshots are written now and then (and whenever the host needs one: the first
- * write of an activation, which claims its epoch, or a change of durable timers); loading reads the snapshot and
- * replays the journal rows after it. The host talks only to this interface; `storage/postgres` fills it.
+ * Where actor state lives. The journal is the write-ahead record: every accepted event with its time and resulting
+ * version (stored one row per actor per commit), so every version is durable the moment its commit does. Snapshots
+ * are written now and then (and whenever the host needs one: the first write of an activation, which claims its epoch,
+ * or a change of durable timers); loading reads the snapshot and replays the journal after it. The host talks only to
+ * this interface; `storage/postgres` fills it.
  */
 export interface ActorStore {
   load(kind: string, key: string): Promise<StoredActor | undefined>;
   /**
    * Writes many actors' progress as one atomic statement. An entry applies only if the stored snapshot's epoch is not
    * newer than the entry's and the journal ends exactly at `baseVersion`; entries that fail that fence are left out
-   * (with their journal rows and snapshot) and listed, by position, in `fenced`. The rest commit together or, on
+   * (with their journal and snapshot) and listed, by position, in `fenced`. The rest commit together or, on
    * error, not at all (the promise rejects).
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
@@ -54,9 +55,12 @@ export interface CommitEntry {
   /** The journal must end at this version for the entry to apply; 0 when the actor has never been written. */
   readonly baseVersion: number;
   readonly epoch: number;
-  /** One record for each version after `baseVersion`, in order. */
+  /** One record for each version after `baseVersion`, in order; at least one. */
   readonly journal: readonly JournalRecord[];
-  /** Present when this write also replaces the stored snapshot (always for an actor's first write). */
+  /**
+   * Present when this write also replaces the stored snapshot (always for an actor's first write); it is the state at
+   * the entry's last version.
+   */
   readonly snapshot?: SnapshotWrite;
 }
 

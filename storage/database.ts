@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+import type { ColumnType, Generated, Insertable } from 'kysely';
 
 /** The kysely view of the schema that `storage/migrations` creates. One file, so a schema change has one home. */
 export interface Database {
@@ -55,14 +55,16 @@ export interface ActorSnapshotTable {
   updated_at: Timestamp;
 }
 
+/** One row per actor per commit: the consecutive versions `version`…`last_version`, one event each. */
 export interface ActorJournalTable {
   kind: string;
   key: string;
+  /** First version in the row; the primary key, so two writers building on the same version collide. */
   version: Int8;
+  last_version: Int8;
   epoch: Int8;
-  event: Json<unknown>;
-  /** Host clock time at which the event was accepted. */
-  at: Timestamp;
+  /** `[acceptedAtMs, event]` for each version from `version` to `last_version`, in order (host clock time). */
+  events: Json<ReadonlyArray<readonly [number, unknown]>>;
 }
 
 export interface IdempotencyRecordTable {
@@ -77,8 +79,6 @@ export interface IdempotencyRecordTable {
   expires_at: Timestamp;
 }
 
-export type ActorSnapshotRow = Selectable<ActorSnapshotTable>;
-export type ActorJournalRow = Selectable<ActorJournalTable>;
 export type NewIdempotencyRecord = Insertable<IdempotencyRecordTable>;
 
 type Instant = ColumnType<Date, Date, Date>;

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from './database.js';
-import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration';
+import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely/migration';
 import * as core0001 from './migrations/0001-core.js';
 import * as signingKeys0002 from './migrations/0002-signing-keys.js';
 import * as access0003 from './migrations/0003-access.js';
@@ -11,6 +11,7 @@ import * as pluginConfiguration0007 from './migrations/0007-plugin-configuration
 import * as pluginGrants0008 from './migrations/0008-plugin-grants.js';
 import * as unusedCodesByBrowser0009 from './migrations/0009-unused-codes-by-browser.js';
 import * as codesByBrowser0010 from './migrations/0010-codes-by-browser.js';
+import * as journalSegments0011 from './migrations/0011-journal-segments.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -27,14 +28,27 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0008-plugin-grants': pluginGrants0008,
   '0009-unused-codes-by-browser': unusedCodesByBrowser0009,
   '0010-codes-by-browser': codesByBrowser0010,
+  '0011-journal-segments': journalSegments0011,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<readonly string[]> {
+  return applied(await migrator(db).migrateToLatest());
+}
+
+/** Migrates up or down to `name` (tests of a migration start from the schema before it). */
+export async function migrateTo(db: Kysely<Database>, name: string): Promise<readonly string[]> {
+  if (!(name in migrations)) throw new Error(`no migration named ${name}`);
+  return applied(await migrator(db).migrateTo(name));
+}
+
+function migrator(db: Kysely<Database>): Migrator {
   // Migrations see the schema as unknown: they must keep working after `Database` has moved on.
-  const migrator = new Migrator({ db: db as unknown as Kysely<unknown>, provider });
-  const { error, results } = await migrator.migrateToLatest();
+  return new Migrator({ db: db as unknown as Kysely<unknown>, provider });
+}
+
+function applied({ error, results }: MigrationResultSet): readonly string[] {
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`, {

@@ -8,12 +8,14 @@ import {
   type DueActor,
   type JournalEntry,
   type JournalQuery,
+  type JournalRecord,
   type StoredActor,
 } from '../actor-store.js';
 
 /**
  * One batch entry as sent to Postgres. Compact on purpose: on loopback the sender's write pays for the whole TCP
- * path, so bytes per event are CPU per event. Journal rows are `[atMs, event]` pairs whose versions follow `base`.
+ * path, so bytes per event are CPU per event. `journal` is stored as it arrives: the row's `events`, `[atMs, event]`
+ * pairs whose versions follow `base`.
  */
 interface EntryInput {
   kind: string;
@@ -25,11 +27,14 @@ interface EntryInput {
 }
 
 /**
- * One statement per batch, one jsonb parameter: a batch of thousands of actors costs one round trip and one WAL
- * flush. The fence is inside the statement: an entry applies only if the stored epoch is not newer and the journal
- * ends at its base version (two primary-key probes, no write). Two writers passing the check at the same instant
- * collide on the journal's primary key, which fails that whole batch: its actors reload, nothing is written twice.
- * Only refused entries come back (by position, usually none): every row returned is parsed and matched in Node.
+ * One statement per batch, one `json` parameter: a batch of thousands of actors costs one round trip and one WAL
+ * flush, and each entry's journal segment is one row. `json`, not `jsonb`: the segments are stored as the text they
+ * arrive as, and only snapshots are parsed into `jsonb`.
+ * The fence is inside the statement: an entry applies only if the stored epoch is not newer and the journal ends at
+ * its base version (two primary-key probes, no write). Two writers passing the check at the same instant collide on
+ * the journal's primary key (the segment's first version), which fails that whole batch: its actors reload, nothing
+ * is written twice. Only refused entries come back (by position, usually none): every row returned is parsed and
+ * matched in Node.
  */
 export const COMMIT_BATCH = `
 WITH checked AS (
@@ -38,23 +43,22 @@ WITH checked AS (
   -- the journal had statistics (ANALYZE, as autovacuum runs it), and a batch then took a second.
   SELECT i.*,
          COALESCE((SELECT s.epoch FROM actor_snapshots s WHERE s.kind = i.kind AND s.key = i.key), 0) <= i.epoch
-           AND COALESCE((SELECT j.version FROM actor_journal j WHERE j.kind = i.kind AND j.key = i.key
+           AND COALESCE((SELECT j.last_version FROM actor_journal j WHERE j.kind = i.kind AND j.key = i.key
                           ORDER BY j.version DESC LIMIT 1), 0) <= i.base AS ok
-    FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (kind text, key text, base int8, epoch int8, journal jsonb, snap jsonb))
+    FROM ROWS FROM (json_to_recordset($1::json) AS (kind text, key text, base int8, epoch int8, journal json, snap json))
          WITH ORDINALITY AS i(kind, key, base, epoch, journal, snap, n)
 ), snapshots AS (
   INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at)
-  SELECT kind, key, (snap->>'version')::int8, epoch, snap->'state', snap->'timers', (snap->>'nextDueAt')::timestamptz
+  SELECT kind, key, (snap->>'version')::int8, epoch, (snap->'state')::jsonb, (snap->'timers')::jsonb,
+         (snap->>'nextDueAt')::timestamptz
     FROM checked WHERE ok AND snap IS NOT NULL
   ON CONFLICT (kind, key) DO UPDATE
      SET version = excluded.version, epoch = excluded.epoch, snapshot = excluded.snapshot, timers = excluded.timers,
          next_due_at = excluded.next_due_at, updated_at = now()
    WHERE actor_snapshots.epoch <= excluded.epoch AND actor_snapshots.version < excluded.version
 ), journal AS (
-  INSERT INTO actor_journal (kind, key, version, epoch, event, at)
-  SELECT c.kind, c.key, c.base + r.n, c.epoch, r.row->1, to_timestamp((r.row->>0)::float8 / 1000)
-    FROM checked c, jsonb_array_elements(c.journal) WITH ORDINALITY AS r(row, n)
-   WHERE c.ok
+  INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
+  SELECT kind, key, base + 1, base + json_array_length(journal), epoch, journal FROM checked WHERE ok
 )
 SELECT n - 1 AS position FROM checked WHERE NOT ok`;
 
@@ -75,14 +79,20 @@ export class PostgresActorStore implements ActorStore {
       .where('key', '=', key)
       .executeTakeFirst();
     if (!row) return undefined;
-    const tail = await this.#db
+    // A snapshot is always stored at the end of a segment (`commit` refuses otherwise), so the segments after it are
+    // exactly those starting later.
+    const segments = await this.#db
       .selectFrom('actor_journal')
-      .select(['version', 'event', 'at'])
+      .select(['version', 'events'])
       .where('kind', '=', kind)
       .where('key', '=', key)
       .where('version', '>', row.version)
       .orderBy('version')
       .execute();
+    const tail: JournalRecord[] = [];
+    for (const segment of segments) {
+      segment.events.forEach(([at, event], i) => tail.push({ version: segment.version + i, event, at }));
+    }
     return {
       kind: row.kind,
       key: row.key,
@@ -91,7 +101,7 @@ export class PostgresActorStore implements ActorStore {
       epoch: row.epoch,
       snapshot: row.snapshot,
       timers: row.timers,
-      tail: tail.map((r) => ({ version: r.version, event: r.event, at: r.at.getTime() })),
+      tail,
       updatedAt: row.updated_at,
     };
   }
@@ -100,6 +110,7 @@ export class PostgresActorStore implements ActorStore {
     if (entries.length === 0) return { fenced: new Set() };
     const input: EntryInput[] = [];
     for (const entry of entries) {
+      if (entry.journal.length === 0) throw new Error(`commit of ${entry.kind}/${entry.key} carries no event`);
       const journal: Array<[number, unknown]> = [];
       for (let i = 0; i < entry.journal.length; i++) {
         const record = entry.journal[i]!;
@@ -111,6 +122,10 @@ export class PostgresActorStore implements ActorStore {
       }
       const out: EntryInput = { kind: entry.kind, key: entry.key, base: entry.baseVersion, epoch: entry.epoch, journal };
       if (entry.snapshot) {
+        // Loading replays the segments after the snapshot's version; one ending elsewhere would be replayed in part.
+        if (entry.snapshot.version !== entry.baseVersion + journal.length) {
+          throw new Error(`snapshot of ${entry.kind}/${entry.key} is not at the end of its journal segment`);
+        }
         out.snap = {
           version: entry.snapshot.version,
           state: entry.snapshot.snapshot,
@@ -129,12 +144,22 @@ export class PostgresActorStore implements ActorStore {
   async readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]> {
     let query = this.#db
       .selectFrom('actor_journal')
-      .select(['version', 'epoch', 'event', 'at'])
+      .select(['version', 'epoch', 'events'])
       .where('kind', '=', kind)
       .where('key', '=', key);
     if (options.beforeVersion !== undefined) query = query.where('version', '<', options.beforeVersion);
-    const rows = await query.orderBy('version', 'desc').limit(options.limit).execute();
-    return rows.map((r) => ({ version: r.version, epoch: r.epoch, event: r.event, at: r.at }));
+    // Every segment starting below the bound holds at least one wanted event, so `limit` segments are enough.
+    const segments = await query.orderBy('version', 'desc').limit(options.limit).execute();
+    const entries: JournalEntry[] = [];
+    for (const segment of segments) {
+      for (let i = segment.events.length - 1; i >= 0; i--) {
+        const version = segment.version + i;
+        if (options.beforeVersion !== undefined && version >= options.beforeVersion) continue;
+        const [at, event] = segment.events[i]!;
+        entries.push({ version, epoch: segment.epoch, event, at: new Date(at) });
+      }
+    }
+    return entries.slice(0, options.limit);
   }
 
   async dueActors(before: number, limit: number): Promise<readonly DueActor[]> {

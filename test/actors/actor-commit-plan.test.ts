@@ -24,8 +24,8 @@ test('after ANALYZE of a journal that one actor fills, every read of the actor t
   // One busy actor with a long history and nobody else yet, as a young deployment (or a benchmark's single hot actor)
   // leaves the journal: its statistics then say one key holds every row, so a probe by key looks like reading it all.
   await sql`
-    INSERT INTO actor_journal (kind, key, version, epoch, event, at)
-    SELECT 'tally', 'hot', g, 1, '{"type":"tick"}'::json, now() FROM generate_series(1, 200000) g`.execute(db.connection.db);
+    INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
+    SELECT 'tally', 'hot', g, g, 1, '[[0, {"type":"tick"}]]'::json FROM generate_series(1, 200000) g`.execute(db.connection.db);
   await sql`
     INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at)
     SELECT 'tally', 'a' || g, 200, 1, '{}'::jsonb, '{}'::jsonb, NULL FROM generate_series(1, 2000) g`.execute(db.connection.db);
