@@ -5,17 +5,35 @@
  * batch failed with it. So input is checked where it enters (the HTTP gateway, the WebSocket endpoints, the actor
  * host) and refused there.
  */
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 function isStorableText(text: string): boolean {
-  return !UNSTORABLE.test(text);
+  return text.isWellFormed() && !text.includes('\u0000');
 }
 
 /**
  * The JSON Pointer of the first string (or member name) in `value` that Postgres cannot keep, or undefined when all
- * can be. Walks with its own stack: a body may nest deeper than the call stack goes.
+ * can be. Walks with its own stack: a body may nest deeper than the call stack goes. Every message and event passes
+ * through here, so the walk builds no pointer until it has found something to point at.
  */
 export function unstorableTextAt(value: unknown): string | undefined {
+  const pending: unknown[] = [value];
+  for (let node = pending.pop(); pending.length > 0 || node !== undefined; node = pending.pop()) {
+    if (typeof node === 'string') {
+      if (!isStorableText(node)) return pointerToUnstorable(value);
+    } else if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) pending.push(node[i]);
+    } else if (typeof node === 'object' && node !== null && !ArrayBuffer.isView(node)) {
+      for (const name in node) {
+        if (!Object.hasOwn(node, name)) continue;
+        if (!isStorableText(name)) return pointerToUnstorable(value);
+        pending.push((node as Record<string, unknown>)[name]);
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The walk again, in document order and with pointers, once `value` is known to hold unstorable text. */
+function pointerToUnstorable(value: unknown): string | undefined {
   const pending: Array<readonly [unknown, string]> = [[value, '']];
   for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
     const [node, pointer] = item;

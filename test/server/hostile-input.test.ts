@@ -63,6 +63,14 @@ test('text Postgres cannot keep (U+0000, an unpaired surrogate) is a 400 whereve
     headers: { 'content-type': 'application/json' },
   });
   assert.equal(await refusalOf(enrol), { status: 400, code: 'validation_failed', details: unstorable('/device/name', 'body') });
+  // The pointer names the first offender in document order, member names escaped (RFC 6901), and a name can offend.
+  for (const [body, pointer] of [
+    ['{"handle":"ok","device":{"a/b~c":["fine","\\udc00"],"name":"\\u0000"}}', '/device/a~1b~0c/1'],
+    ['{"handle":"ok","device":{"na\\u0000me":"laptop"}}', '/device/na\u0000me'],
+  ] as const) {
+    const refused = await fetch(`${server.url}/v1/enrol/start`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    assert.equal(await refusalOf(refused), { status: 400, code: 'validation_failed', details: unstorable(pointer, 'body') });
+  }
 
   const ready = await fetch(`${server.url}/ready`);
   assert.is(ready.status, 200);
