@@ -61,6 +61,10 @@ export interface ActorJournalTable {
   key: string;
   /** First version in the row; the primary key, so two writers building on the same version collide. */
   version: Int8;
+  /**
+   * Derivable from `events`, and stored anyway: the fence reads each committing actor's journal head, and an integer
+   * costs that probe nothing where the newest row's events would have to be parsed.
+   */
   last_version: Int8;
   epoch: Int8;
   /** `[acceptedAtMs, event]` for each version from `version` to `last_version`, in order (host clock time). */
