@@ -34,14 +34,15 @@ export class ControlTokens {
     );
   }
 
-  /** The claims of a valid, unexpired control token; undefined for anything else. */
-  async verify(token: string): Promise<ControlClaims | undefined> {
+  /** The claims of a valid control token; 'expired' for a genuine one past its time; undefined for anything else. */
+  async verify(token: string): Promise<ControlClaims | 'expired' | undefined> {
     try {
       const p = await this.keys.verify(token, { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, clock: this.clock });
       if (typeof p.sub !== 'string' || typeof p.sid !== 'string' || typeof p.rts !== 'string' || typeof p.env !== 'string' || typeof p.origin !== 'string') return undefined;
       return { sessionId: p.rts, grantId: p.sid, accountId: p.sub, environmentId: p.env, origin: p.origin };
-    } catch {
-      return undefined;
+    } catch (error) {
+      // jose checks the signature before the time claims, so only a token this registry signed is reported expired.
+      return (error as { code?: string }).code === 'ERR_JWT_EXPIRED' ? 'expired' : undefined;
     }
   }
 }

@@ -6,6 +6,14 @@ interface Bucket {
   at: number;
   /** The session this node last saw holding the person's lease: null none, undefined unknown. */
   holder: string | null | undefined;
+  /** Activations of this person admitted and not yet settled. */
+  inFlight: number;
+}
+
+/** One admitted activation: settle it with the lease actor's decision, or cancel it when it never got one. */
+export interface EvictionTicket {
+  settle(holder: string, evicted: boolean): void;
+  cancel(): void;
 }
 
 /**
@@ -13,10 +21,13 @@ interface Bucket {
  * id an Environment sees, so opening more Environments buys no more evictions). A token bucket: `perMinute` in a
  * burst, refilled at `perMinute` a minute.
  *
- * It is decided from this node's memory alone, before the coordination store (the lease actor) is touched: an
- * eviction storm (two tabs fighting over the lease) costs no coordination writes once over the quota. An activation
- * that would not evict (the lease is free, or the session already holds it) is never refused. Memory is bounded: a
- * full bucket with no known holder carries no information and is dropped.
+ * It is decided from this node's memory alone, before the coordination store (the session and lease actors) is
+ * touched: an eviction storm (two tabs fighting over the lease) costs no coordination reads or writes once over the
+ * quota. Whether an activation evicts is known only once the lease actor decided, so an activation that could evict
+ * reserves a token when admitted and gets it back if it evicted nobody; activations arriving together therefore
+ * cannot all pass on the same last token. Only an activation that certainly evicts nobody (the lease is free or held
+ * by this very session, and no other activation of the person is under way) passes without a token. Memory is
+ * bounded: a full bucket with no known holder and nothing in flight carries no information and is dropped.
  */
 export class EvictionQuota {
   readonly #clock: Clock;
@@ -28,26 +39,56 @@ export class EvictionQuota {
     this.#perMinute = perMinute;
   }
 
-  /** Throws 429 when `sessionId` activating now could evict and the person has no evictions left this minute. */
-  admit(accountId: string, sessionId: string): void {
-    const bucket = this.#bucket(accountId);
-    if (!bucket || bucket.tokens >= 1) return;
-    if (bucket.holder === null || bucket.holder === sessionId) return;
-    const retryAfterS = Math.max(1, Math.ceil(((1 - bucket.tokens) * 60) / this.#perMinute));
-    throw new HttpError(
-      429,
-      'runtime_eviction_quota_exceeded',
-      `this person's Runtimes took the lease from each other more than ${this.#perMinute} times in a minute; retry in ${retryAfterS} s`,
-      { family: 'runtime', headers: { 'retry-after': String(retryAfterS) } },
-    );
+  /** Admits `sessionId` activating now, or throws 429 when it could evict and the person has no evictions left. */
+  admit(accountId: string, sessionId: string): EvictionTicket {
+    const bucket = this.#bucket(accountId) ?? { tokens: this.#perMinute, at: this.#clock.now(), holder: undefined, inFlight: 0 };
+    const certainlyEvictsNobody = bucket.inFlight === 0 && (bucket.holder === null || bucket.holder === sessionId);
+    const reserved = !certainlyEvictsNobody;
+    if (reserved) {
+      if (bucket.tokens < 1) {
+        const retryAfterS = Math.max(1, Math.ceil(((1 - bucket.tokens) * 60) / this.#perMinute));
+        throw new HttpError(
+          429,
+          'runtime_eviction_quota_exceeded',
+          `this person's Runtimes took the lease from each other more than ${this.#perMinute} times in a minute; retry in ${retryAfterS} s`,
+          { family: 'runtime', headers: { 'retry-after': String(retryAfterS) } },
+        );
+      }
+      bucket.tokens -= 1;
+    }
+    bucket.inFlight += 1;
+    this.#buckets.set(accountId, bucket);
+    let done = false;
+    const finish = (refund: number): void => {
+      if (done) return;
+      done = true;
+      this.#bucket(accountId); // refills: the bucket stays in the map while anything is in flight
+      bucket.inFlight -= 1;
+      bucket.tokens = Math.min(this.#perMinute, bucket.tokens + refund);
+      this.#keep(accountId, bucket);
+    };
+    return {
+      settle: (holder, evicted) => {
+        if (done) return;
+        bucket.holder = holder;
+        // Reserved and evicted: the token is spent. Not reserved but evicted (a holder this node did not know of, e.g.
+        // after another node took the lease): charged now, which may leave the bucket below zero for a while.
+        finish(reserved ? (evicted ? 0 : 1) : evicted ? -1 : 0);
+      },
+      cancel: () => finish(reserved ? 1 : 0),
+    };
   }
 
-  /** The outcome of an activation or a lease ending, as the lease actor decided it. */
-  record(accountId: string, holder: string | null, evicted: boolean): void {
-    const bucket = this.#bucket(accountId) ?? { tokens: this.#perMinute, at: this.#clock.now(), holder: undefined };
-    bucket.holder = holder;
-    if (evicted) bucket.tokens -= 1;
-    if (bucket.tokens >= this.#perMinute && holder === null) this.#buckets.delete(accountId);
+  /** The person's lease ended without a successor (lapsed or released), as the lease actor decided it. */
+  leaseEnded(accountId: string): void {
+    const bucket = this.#bucket(accountId);
+    if (!bucket) return;
+    bucket.holder = null;
+    this.#keep(accountId, bucket);
+  }
+
+  #keep(accountId: string, bucket: Bucket): void {
+    if (bucket.tokens >= this.#perMinute && bucket.holder === null && bucket.inFlight === 0) this.#buckets.delete(accountId);
     else this.#buckets.set(accountId, bucket);
   }
 

@@ -15,7 +15,18 @@ export type RuntimeActivityEvent =
     }
   | { readonly type: 'browser.signed_out'; readonly sessionId: string; readonly at: string };
 
-export type ActivityListener = (event: RuntimeActivityEvent) => void;
+/**
+ * Where an activity stands in the session's history, so that a listener can drop one that arrives after a newer one
+ * (two activations racing: the loser's `active` may be published after the winner's `superseded`). Lease versions
+ * only grow: `active` under version v comes after everything of versions below v; leaving a lease at v (superseded
+ * by v, or lapsed at v) comes after `active` at v; an ended session comes after everything.
+ */
+export function activityOrder(status: RuntimeSessionStatus, seenVersion: number): number {
+  if (status === 'released' || status === 'revoked') return Number.POSITIVE_INFINITY;
+  return 2 * seenVersion + (status === 'active' ? 0 : 1);
+}
+
+export type ActivityListener = (event: RuntimeActivityEvent, order: number) => void;
 
 /**
  * This node's sockets, by the Runtime session they serve. Lease and session actors publish here after their commits,
@@ -39,27 +50,28 @@ export class RuntimeActivity {
     };
   }
 
-  sessionChanged(sessionId: string, status: RuntimeSessionStatus, leaseVersion: number | null, reason: ActivityReason): void {
-    this.#publish(sessionId, { type: 'session.activity', sessionId, status, leaseVersion, reason, at: this.#now() });
+  /** `seenVersion`: the lease version this change concerns (the session's own, or the one that superseded it). */
+  sessionChanged(sessionId: string, status: RuntimeSessionStatus, leaseVersion: number | null, reason: ActivityReason, seenVersion: number): void {
+    this.#publish(sessionId, { type: 'session.activity', sessionId, status, leaseVersion, reason, at: this.#now() }, activityOrder(status, seenVersion));
   }
 
   sessionEnded(sessionId: string, reason: 'released'): void {
-    this.sessionChanged(sessionId, 'released', null, reason);
+    this.sessionChanged(sessionId, 'released', null, reason, 0);
   }
 
   signedOut(sessionId: string): void {
-    this.sessionChanged(sessionId, 'revoked', null, 'browser_logout');
-    this.#publish(sessionId, { type: 'browser.signed_out', sessionId, at: this.#now() });
+    this.sessionChanged(sessionId, 'revoked', null, 'browser_logout', 0);
+    this.#publish(sessionId, { type: 'browser.signed_out', sessionId, at: this.#now() }, Number.POSITIVE_INFINITY);
   }
 
   #now(): string {
     return new Date(this.#clock.now()).toISOString();
   }
 
-  #publish(sessionId: string, event: RuntimeActivityEvent): void {
+  #publish(sessionId: string, event: RuntimeActivityEvent, order: number): void {
     const set = this.#listeners.get(sessionId);
     if (!set) return;
     // Listeners may unsubscribe (close their socket) while being told.
-    for (const listener of [...set]) listener(event);
+    for (const listener of [...set]) listener(event, order);
   }
 }

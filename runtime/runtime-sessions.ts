@@ -120,28 +120,34 @@ export class RuntimeSessions {
 
   /**
    * Takes the person's lease for this session, evicting the session that held it (it becomes superseded). Activating
-   * the holder again returns its current lease. Over the eviction quota: 429 before the lease actor is touched.
+   * the holder again returns its current lease. Over the eviction quota: 429 before the session or lease actor is
+   * read or written.
    */
   async activate(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
-    await this.liveSession(caller, sessionId);
-    this.#o.quota.admit(caller.accountId, sessionId);
-    return coordinated(async () => {
-      const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
-        type: 'lease.acquire',
-        sessionId,
-        leaseId: newId('lse'),
-        ttlMs: this.#o.leaseTtlMs,
+    const ticket = this.#o.quota.admit(caller.accountId, sessionId);
+    try {
+      await this.liveSession(caller, sessionId);
+      return await coordinated(async () => {
+        const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
+          type: 'lease.acquire',
+          sessionId,
+          leaseId: newId('lse'),
+          ttlMs: this.#o.leaseTtlMs,
+        });
+        const granted = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' }>;
+        ticket.settle(sessionId, granted.evicted !== null);
+        const activated = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
+          type: 'session.activated',
+          leaseId: granted.holder.leaseId,
+          version: granted.holder.version,
+        });
+        this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated', granted.holder.version);
+        return { context: activated.snapshot.context as RuntimeSessionContext, status: 'active', lease: granted.holder };
       });
-      const granted = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' }>;
-      this.#o.quota.record(caller.accountId, sessionId, granted.evicted !== null);
-      const activated = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
-        type: 'session.activated',
-        leaseId: granted.holder.leaseId,
-        version: granted.holder.version,
-      });
-      this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated');
-      return { context: activated.snapshot.context as RuntimeSessionContext, status: 'active', lease: granted.holder };
-    });
+    } finally {
+      // Refused, or the lease actor never answered: the reservation is returned (a no-op once settled).
+      ticket.cancel();
+    }
   }
 
   /** Ends the session; its lease (if it holds it) is freed without a successor. Releasing twice is a no-op. */
@@ -158,20 +164,25 @@ export class RuntimeSessions {
 
   /**
    * The fence of active-only calls: the session must be the caller's, alive, and hold the person's lease with exactly
-   * this id and version. Renews the lease when a third of its time has passed, so a Runtime in use keeps it.
+   * this id and version. Renews the lease when a third of its time has passed, so a Runtime in use keeps it. A call
+   * without lease claims (`lease` undefined) learns why it has none: standby or superseded, or 400 when the session
+   * is active and the claims were merely left out.
    */
-  async requireLease(caller: SessionOwner, sessionId: string, leaseId: string, version: number): Promise<RuntimeSessionState> {
+  async requireLease(caller: SessionOwner, sessionId: string, lease: { readonly leaseId: string; readonly version: number } | undefined): Promise<RuntimeSessionState> {
     const state = await this.liveSession(caller, sessionId);
     const holder = state.lease;
-    if (holder && holder.leaseId === leaseId && holder.version === version) {
+    if (lease && holder && holder.leaseId === lease.leaseId && holder.version === lease.version) {
       this.#renewIfDue(caller.accountId, holder);
       return state;
     }
-    if (state.status === 'standby' && state.context.seenVersion === 0) {
+    if (state.status === 'standby' && (lease === undefined || state.context.seenVersion === 0)) {
       throw problem(409, 'runtime_session_standby', 'this session is on standby: activate it (POST /v1/runtime/session/activate) before this call');
     }
     if (state.status === 'superseded') {
       throw problem(409, 'runtime_session_superseded', "another Runtime of this person took the lease; activate this one again to take it back", 'fencing');
+    }
+    if (lease === undefined) {
+      throw new HttpError(400, 'runtime_lease_required', 'send the lease of this active session: X-Platform-Runtime-Lease and X-Platform-Runtime-Lease-Version', { family: 'runtime' });
     }
     throw problem(409, 'runtime_lease_stale', 'this lease is no longer current (it ended, lapsed, or was renewed under a newer version); activate again', 'fencing');
   }
@@ -210,15 +221,15 @@ export class RuntimeSessions {
   readonly leaseEnded = (ended: LeaseEnded): void => {
     const { holder, reason, version, accountId } = ended;
     if (reason === 'superseded') {
-      this.#o.activity.sessionChanged(holder.sessionId, 'superseded', version, 'superseded');
+      this.#o.activity.sessionChanged(holder.sessionId, 'superseded', version, 'superseded', version);
       this.#o.host.send(RUNTIME_SESSION_KIND, holder.sessionId, { type: 'session.superseded', version }).catch((err: unknown) => {
         this.#o.warn({ err, sessionId: holder.sessionId }, 'superseded session not told (the lease actor still fences it)');
       });
       return;
     }
-    this.#o.quota.record(accountId, null, false);
+    this.#o.quota.leaseEnded(accountId);
     if (reason === 'lapsed') {
-      this.#o.activity.sessionChanged(holder.sessionId, 'standby', null, 'lease_lapsed');
+      this.#o.activity.sessionChanged(holder.sessionId, 'standby', null, 'lease_lapsed', holder.version);
       this.#o.host.send(RUNTIME_SESSION_KIND, holder.sessionId, { type: 'session.lease_lapsed', version: holder.version }).catch((err: unknown) => {
         this.#o.warn({ err, sessionId: holder.sessionId }, 'session not told its lease lapsed (the lease actor still fences it)');
       });

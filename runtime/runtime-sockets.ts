@@ -6,7 +6,7 @@ import { socketBearer } from '../transport/ws/codecs.js';
 import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
 import type { ControlTokens } from './control-tokens.js';
 import { coordinated } from './coordination.js';
-import type { RuntimeActivity, RuntimeActivityEvent } from './runtime-activity.js';
+import { activityOrder, type RuntimeActivity, type RuntimeActivityEvent } from './runtime-activity.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 import {
   RuntimeClientMessage,
@@ -174,11 +174,12 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       const sessionId = query.get('session');
       const leaseId = query.get('lease');
       const version = query.get('leaseVersion');
-      if (!sessionId || !leaseId || !version || !LEASE_VERSION.test(version)) {
+      const claimed = leaseId === null && version === null ? undefined : leaseId && version && LEASE_VERSION.test(version) ? { leaseId, version: Number(version) } : null;
+      if (!sessionId || claimed === null) {
         throw new HttpError(400, 'runtime_lease_required', 'connect with ?session=<id>&lease=<id>&leaseVersion=<n> of an active session', { family: 'runtime' });
       }
-      await sessions.requireLease(caller, sessionId, leaseId, Number(version));
-      return { caller, sessionId, leaseId, leaseVersion: Number(version) };
+      const state = await sessions.requireLease(caller, sessionId, claimed);
+      return { caller, sessionId, leaseId: state.lease!.leaseId, leaseVersion: state.lease!.version };
     },
     onOpen(conn) {
       const { caller, sessionId, leaseVersion } = conn.user;
@@ -233,10 +234,16 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     async authenticate(upgrade) {
       const token = socketBearer(upgrade.headers);
       const claims = token ? await deps.controlTokens.verify(token) : undefined;
+      if (claims === 'expired') {
+        throw new HttpError(401, 'runtime_authorization_expired', 'the control token has expired; ask for a new one (POST /v1/runtime/control-token)', { family: 'runtime' });
+      }
       if (!claims) {
         throw new HttpError(401, 'runtime_token_invalid', 'offer a valid control token as the subprotocol registry.bearer.<token>', { family: 'runtime' });
       }
       const origin = upgrade.headers.origin;
+      if (origin === undefined || origin === '' || origin === 'null') {
+        throw new HttpError(400, 'runtime_origin_required', 'the control channel must be opened with the Origin of the Environment page', { family: 'runtime' });
+      }
       if (origin !== claims.origin) {
         throw new HttpError(403, 'runtime_origin_mismatch', 'the control token is bound to another origin', { family: 'runtime' });
       }
@@ -251,20 +258,34 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     },
     async onOpen(conn) {
       const { owner, sessionId } = conn.user;
-      conn.user.unsubscribe = activity.subscribe(sessionId, (event) => {
+      // Activities can be published in another order than they happened (racing activations); each carries its place
+      // in the session's history, and one older than what the page was already told is dropped. Until the state at
+      // connection is sent, activities wait, so `connected` is always the first message.
+      let told = Number.NEGATIVE_INFINITY;
+      let waiting: [RuntimeActivityEvent, number][] | undefined = [];
+      const tell = (event: RuntimeActivityEvent, order: number): void => {
+        if (order < told) return;
+        told = order;
         conn.send(event);
         if (event.type === 'browser.signed_out') conn.close(RuntimeCloseCode.revoked, 'signed out');
         else if (event.status === 'released') conn.close(RuntimeCloseCode.released, 'session released');
-      });
+      };
+      conn.user.unsubscribe = activity.subscribe(sessionId, (event, order) => (waiting ? waiting.push([event, order]) : tell(event, order)));
       const state = await sessions.session(owner, sessionId);
-      conn.send({
-        type: 'session.activity',
-        sessionId,
-        status: state.status,
-        leaseVersion: state.lease?.version ?? null,
-        reason: 'connected',
-        at: new Date(clock.now()).toISOString(),
-      });
+      tell(
+        {
+          type: 'session.activity',
+          sessionId,
+          status: state.status,
+          leaseVersion: state.lease?.version ?? null,
+          reason: 'connected',
+          at: new Date(clock.now()).toISOString(),
+        },
+        activityOrder(state.status, state.lease?.version ?? state.context.seenVersion),
+      );
+      const published = waiting;
+      waiting = undefined;
+      for (const [event, order] of published) tell(event, order);
     },
     onClose(conn) {
       conn.user.unsubscribe?.();

@@ -26,6 +26,20 @@ function requiredHeader(headers: Readonly<Record<string, string>>, name: string,
 }
 
 /**
+ * The lease claims of an active-only call; undefined when neither header is sent (the session's state then says why it
+ * has no lease), 400 when they are half sent or malformed.
+ */
+function leaseClaims(headers: Readonly<Record<string, string>>): { leaseId: string; version: number } | undefined {
+  if (!headers['x-platform-runtime-lease'] && !headers['x-platform-runtime-lease-version']) return undefined;
+  const leaseId = requiredHeader(headers, 'X-Platform-Runtime-Lease', 'runtime_lease_required', 'the lease of the active session');
+  const version = requiredHeader(headers, 'X-Platform-Runtime-Lease-Version', 'runtime_lease_required', 'the version of that lease');
+  if (!LEASE_VERSION.test(version)) {
+    throw new HttpError(400, 'runtime_lease_required', 'X-Platform-Runtime-Lease-Version must be a positive integer', { family: 'runtime' });
+  }
+  return { leaseId, version: Number(version) };
+}
+
+/**
  * The Runtime plane: sessions and the one fenced lease per person, their credentials, and the sockets that follow
  * them. Built on identity (runtime access tokens are the Environment clients' OIDC access tokens).
  */
@@ -85,7 +99,7 @@ export function runtimeFeature(): ServerParts {
 
       const sessionIdOf = (headers: Readonly<Record<string, string>>): string =>
         requiredHeader(headers, 'X-Platform-Runtime-Session', 'runtime_session_required', 'the Runtime session this call belongs to');
-      const verifiers: Record<'runtimeToken' | 'runtimeSession' | 'runtimeActive', CredentialVerifier> = {
+      const verifiers: Record<'runtimeToken' | 'runtimeSession' | 'runtimeActivation' | 'runtimeActive', CredentialVerifier> = {
         runtimeToken: async (request) => {
           const caller = await tokens.caller(request.headers);
           return { credential: 'runtimeToken', subject: caller.accountId, caller };
@@ -96,16 +110,17 @@ export function runtimeFeature(): ServerParts {
           await sessions.session(caller, sessionId);
           return { credential: 'runtimeSession', subject: caller.accountId, caller, sessionId };
         },
+        runtimeActivation: async ({ headers }) => {
+          const caller = await tokens.caller(headers);
+          return { credential: 'runtimeActivation', subject: caller.accountId, caller, sessionId: sessionIdOf(headers) };
+        },
         runtimeActive: async ({ headers }) => {
           const caller = await tokens.caller(headers);
           const sessionId = sessionIdOf(headers);
-          const leaseId = requiredHeader(headers, 'X-Platform-Runtime-Lease', 'runtime_lease_required', 'the lease of the active session');
-          const version = requiredHeader(headers, 'X-Platform-Runtime-Lease-Version', 'runtime_lease_required', 'the version of that lease');
-          if (!LEASE_VERSION.test(version)) {
-            throw new HttpError(400, 'runtime_lease_required', 'X-Platform-Runtime-Lease-Version must be a positive integer', { family: 'runtime' });
-          }
-          await sessions.requireLease(caller, sessionId, leaseId, Number(version));
-          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease: { id: leaseId, version: Number(version) } };
+          const claimed = leaseClaims(headers);
+          const state = await sessions.requireLease(caller, sessionId, claimed);
+          const lease = { id: state.lease!.leaseId, version: state.lease!.version };
+          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease };
         },
       };
       sockets = runtimeSockets({

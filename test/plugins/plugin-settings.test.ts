@@ -110,7 +110,7 @@ test('the Runtime fence: no token, no session, a standby session, a superseded o
   const page = await pete.runtime(world);
   await assertProblem(await page.fenced(MEDIA), 400, 'runtime_session_required');
   await page.createSession();
-  await assertProblem(await page.fenced(MEDIA), 400, 'runtime_lease_required');
+  await assertProblem(await page.fenced(MEDIA), 409, 'runtime_session_standby');
   page.lease = peteInWorld.lease;
   await assertProblem(await page.fenced(MEDIA), 409, 'runtime_session_standby');
 

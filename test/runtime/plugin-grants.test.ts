@@ -76,7 +76,7 @@ test('the fence: no token, no lease, a standby session are refused before anythi
   await assertProblem(await fetch(`${server.url}${MEDIA_GRANTS}`, { method: 'POST', headers: { origin: world.origin, 'content-type': 'application/json' }, body: JSON.stringify(controlGrant()) }), 401, 'runtime_token_invalid');
   const standby = await ben.runtime(world);
   await standby.createSession();
-  await assertProblem(await standby.pluginGrant('plg_media', controlGrant()), 400, 'runtime_lease_required');
+  await assertProblem(await standby.pluginGrant('plg_media', controlGrant()), 409, 'runtime_session_standby');
   standby.lease = benInWorld.lease;
   await assertProblem(await standby.pluginGrant('plg_media', controlGrant()), 409, 'runtime_session_standby');
   const rows = await db.connection.db.selectFrom('plugin_grants').select('id').execute();

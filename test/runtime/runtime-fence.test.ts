@@ -64,7 +64,8 @@ test('operators declare the backend: an exact https endpoint and its scopes', as
 test('the fence: every refusal of a protected call, before the happy path', async () => {
   const standby = await gina.runtime(env);
   await standby.createSession();
-  await assertProblem(await grant(standby), 400, 'runtime_lease_required');
+  // A standby session has no lease to send: it is told it is on standby, with or without made-up claims.
+  await assertProblem(await grant(standby), 409, 'runtime_session_standby');
   standby.lease = { leaseId: 'lse_00000000000000000000000000', leaseVersion: 1 };
   await assertProblem(await grant(standby), 409, 'runtime_session_standby');
 
@@ -76,10 +77,15 @@ test('the fence: every refusal of a protected call, before the happy path', asyn
   await assertProblem(await grant(first), 409, 'runtime_lease_stale');
   first.lease = { leaseId: fence.leaseId, leaseVersion: 0 };
   await assertProblem(await grant(first), 400, 'runtime_lease_required');
+  first.lease = undefined; // an active session that leaves out its claims
+  await assertProblem(await grant(first), 400, 'runtime_lease_required');
   first.lease = fence;
 
   const second = await (await gina.runtime(env)).open();
   await assertProblem(await grant(first), 409, 'runtime_session_superseded');
+  first.lease = undefined;
+  await assertProblem(await grant(first), 409, 'runtime_session_superseded');
+  first.lease = fence;
   // Another person cannot borrow the fence, nor can a control token.
   const thief = await hugo.runtime(env);
   thief.sessionId = second.sessionId;

@@ -138,11 +138,19 @@ test('eviction quota: over it, 429 before the lease actor is touched; activation
   await assertProblem(refused, 429, 'runtime_eviction_quota_exceeded');
   assert.ok(Number(refused.headers.get('retry-after')) >= 1);
 
-  // Proof the coordination store was not touched: the lease actor's journal and stored version stay as they were.
+  // Proof the coordination store was not touched: the lease actor's journal and stored version stay as they were, and
+  // neither the actor host (session or lease actor, live or stored) nor its store is asked anything while refusing.
   const journal = () => db.connection.db.selectFrom('actor_journal').select(db.connection.db.fn.countAll<string>().as('n')).where('kind', '=', 'runtime-lease').executeTakeFirstOrThrow();
   const stored = () => db.connection.db.selectFrom('actor_snapshots').select(['version']).where('kind', '=', 'runtime-lease').where('key', '=', erin.accountId).executeTakeFirstOrThrow();
   const before = { journal: (await journal()).n, version: (await stored()).version, live: server.services.host.inspect('runtime-lease', erin.accountId)?.version };
-  for (let i = 0; i < 5; i++) await assertProblem(await (evictions % 2 === 1 ? b : a).activate(), 429, 'runtime_eviction_quota_exceeded');
+  const asked = countCalls([server.services.host, ['send', 'peekCommitted']], [server.services.store, ['load', 'commit']]);
+  try {
+    for (let i = 0; i < 5; i++) await assertProblem(await (evictions % 2 === 1 ? b : a).activate(), 429, 'runtime_eviction_quota_exceeded');
+  } finally {
+    asked.restore();
+  }
+  // The account actor answers the token's epoch check (identity, before any Runtime state); nothing else is asked.
+  assert.equal(asked.calls.filter((call) => call !== 'peekCommitted(account)'), [], 'the refusals asked the Runtime actors and the store nothing');
   assert.equal({ journal: (await journal()).n, version: (await stored()).version, live: server.services.host.inspect('runtime-lease', erin.accountId)?.version }, before);
 
   // The holder activating again evicts nobody, so it is never refused; nor is a fresh page when the lease is free.
@@ -158,6 +166,44 @@ test('eviction quota: over it, 429 before the lease actor is touched; activation
   assert.is((await loser.activate()).status, 200, 'a minute later the quota has refilled');
   clock.advance(60_000);
 });
+
+test('eviction quota: activations arriving together cannot all pass on the same tokens', async () => {
+  const holder = await (await erin.runtime(env)).open();
+  const rivals = await Promise.all(Array.from({ length: EVICTIONS_PER_MINUTE + 3 }, () => erin.runtime(env)));
+  for (const rival of rivals) await rival.createSession();
+  // The test before left the quota refilled; the holder's own activation evicted whoever held the lease then.
+  clock.advance(60_000);
+  const versionBefore = holder.lease!.leaseVersion;
+  const answers = await Promise.all(rivals.map((rival) => rival.activate()));
+  const statuses = answers.map((res) => res.status).sort();
+  const passed = statuses.filter((status) => status === 200).length;
+  assert.is(passed, EVICTIONS_PER_MINUTE, `each of ${EVICTIONS_PER_MINUTE} tokens pays for one eviction: ${statuses.join(',')}`);
+  assert.is(statuses.filter((status) => status === 429).length, rivals.length - EVICTIONS_PER_MINUTE);
+  const versions = rivals.filter((_, i) => answers[i]!.status === 200).map((rival) => rival.lease!.leaseVersion);
+  assert.is(Math.max(...versions), versionBefore + EVICTIONS_PER_MINUTE, 'the lease moved exactly once per admitted activation');
+  const active = await Promise.all([holder, ...rivals].map(async (page) => (await sessionOf(await page.read())).status));
+  assert.is(active.filter((status) => status === 'active').length, 1);
+  clock.advance(60_000);
+});
+
+/** Records calls of the named methods of each object, passing them through; `restore` puts the methods back. */
+function countCalls(...targets: Array<[object, string[]]>): { calls: string[]; restore(): void } {
+  const calls: string[] = [];
+  const restores: Array<() => void> = [];
+  for (const [target, names] of targets) {
+    const record = target as Record<string, unknown>;
+    for (const name of names) {
+      const original = record[name] as (...args: unknown[]) => unknown;
+      const own = Object.prototype.hasOwnProperty.call(record, name);
+      restores.push(() => (own ? (record[name] = original) : delete record[name]));
+      record[name] = function (this: unknown, ...args: unknown[]) {
+        calls.push(`${name}(${String(args[0])})`);
+        return original.apply(this, args);
+      };
+    }
+  }
+  return { calls, restore: () => restores.forEach((restore) => restore()) };
+}
 
 test('release ends the session for good and frees the lease without evicting anyone', async () => {
   const a = await (await erin.runtime(env)).open();

@@ -103,6 +103,8 @@ test('the runtime socket refuses what the fence refuses, at the upgrade', async 
   await standby.createSession();
   standby.lease = page.lease;
   await refused(runtimeSocket(standby), 409, 'runtime_session_standby');
+  const withoutClaims = standby.socketUrl().replace(/&lease=[^&]+/, '').replace(/&leaseVersion=\d+/, '');
+  await refused(connect(withoutClaims, RuntimeClient.subprotocols(standby.accessToken), env.origin), 409, 'runtime_session_standby');
   const thief = await jon.runtime(env);
   thief.sessionId = page.sessionId;
   thief.lease = page.lease;
@@ -161,6 +163,7 @@ test('the control channel: control token only, read-only, streams activity; open
   const token = await controlToken(page);
   await refused(connect(controlUrl(), RuntimeClient.subprotocols(page.accessToken), env.origin), 401, 'runtime_token_invalid');
   await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), 'https://evil.example'), 403, 'runtime_origin_mismatch');
+  await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), ''), 400, 'runtime_origin_required');
   const control = await connect(controlUrl(), RuntimeClient.subprotocols(token), env.origin);
   const first = await control.next('session.activity');
   assert.is(first.status, 'standby');
@@ -174,7 +177,33 @@ test('the control channel: control token only, read-only, streams activity; open
   // Any client message closes a read-only channel; presence is not served there.
   control.send({ type: 'presence.update', state: 'away' });
   assert.is((await control.closed).code, 1008);
+
+  // A control token past its five minutes: the authorization ended (ask for a new one), not a forged token.
+  const stale = await controlToken(page);
+  clock.advance(5 * 60_000 + 1_000);
+  await refused(connect(controlUrl(), RuntimeClient.subprotocols(stale), env.origin), 401, 'runtime_authorization_expired');
   clock.advance(60_000);
+});
+
+test('the control channel never ends on an older state than the session has, however activations race', async () => {
+  const a = await jon.runtime(env);
+  await a.createSession();
+  const b = await jon.runtime(env);
+  await b.createSession();
+  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(a)), env.origin);
+  await control.next('session.activity');
+  for (let round = 0; round < 12; round++) {
+    const answers = await Promise.all(round % 2 ? [b.activate(), a.activate()] : [a.activate(), b.activate()]);
+    for (const res of answers) assert.is(res.status, 200, await res.clone().text());
+    const truth = String((await jsonOf(await a.read())).status);
+    const last = () => control.messages.filter((m) => m.type === 'session.activity').at(-1);
+    await waitFor(() => last()?.status === truth, `round ${round}: the channel to say ${truth} (got ${JSON.stringify(control.messages.slice(-3))})`);
+    await new Promise((r) => setTimeout(r, 30));
+    assert.is(last()?.status, truth, `round ${round}: nothing older arrived after it`);
+    // Two evictions a round at most; the default quota (10 a minute) refills.
+    clock.advance(12_000);
+  }
+  control.ws.close();
 });
 
 test('a sign-in that ends without a logout (the device signs out, raising the epoch) closes the socket at the next renewal round', async () => {

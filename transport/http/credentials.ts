@@ -14,6 +14,7 @@ export const credentialKinds = [
   'appSession',
   'runtimeToken',
   'runtimeSession',
+  'runtimeActivation',
   'runtimeActive',
   'controlToken',
   'environmentBackendGrant',
@@ -83,6 +84,16 @@ export type Principal =
       readonly sessionId: string;
     }
   | {
+      /**
+       * The token plus `X-Platform-Runtime-Session`, the session not yet looked up: the activation checks it itself,
+       * after the eviction quota, so that a refusal over the quota touches no coordination state.
+       */
+      readonly credential: 'runtimeActivation';
+      readonly subject: string;
+      readonly caller: RuntimeCaller;
+      readonly sessionId: string;
+    }
+  | {
       /** The session plus the current lease of its principal (`X-Platform-Runtime-Lease` and `-Lease-Version`). */
       readonly credential: 'runtimeActive';
       readonly subject: string;
@@ -101,6 +112,7 @@ export type Principal =
         | 'reviewHostCapability'
         | 'runtimeToken'
         | 'runtimeSession'
+        | 'runtimeActivation'
         | 'runtimeActive'
       >;
       readonly subject: string;
@@ -199,6 +211,11 @@ export const credentialSchemes: Readonly<Record<Exclude<CredentialKind, 'none' |
     description: 'Runtime access token (audience `registry-runtime`) from the OIDC flow of an Environment client, sent with that Environment\'s `Origin`.',
   },
   runtimeSession: { type: 'http', scheme: 'bearer', description: 'Runtime access token plus `Origin` and `X-Platform-Runtime-Session`.' },
+  runtimeActivation: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'Runtime access token plus `Origin` and `X-Platform-Runtime-Session`; the session is checked after the eviction quota.',
+  },
   runtimeActive: {
     type: 'http',
     scheme: 'bearer',
@@ -219,7 +236,7 @@ export const credentialRequirements: Partial<Readonly<Record<CredentialKind, rea
 };
 
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */
-export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeToken', 'runtimeSession', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
+export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeToken', 'runtimeSession', 'runtimeActivation', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 
@@ -244,5 +261,6 @@ const activeHeaders: Array<[string, RequestHeaderSpec]> = [
 export const credentialHeaders: Partial<Readonly<Record<CredentialKind, ReadonlyArray<readonly [string, RequestHeaderSpec]>>>> = {
   runtimeToken: [['Origin', originHeader]],
   runtimeSession: activeHeaders.slice(0, 2),
+  runtimeActivation: activeHeaders.slice(0, 2),
   runtimeActive: activeHeaders,
 };

@@ -136,10 +136,10 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'runtime WebSocket renews it, and so does any fenced call once a third of that time has passed. A lapsed lease ' +
         'frees the person\'s slot without anyone being evicted: the session returns to standby and its old fence ' +
         'answers `runtime_lease_stale`.',
-      credential: 'runtimeSession',
+      credential: 'runtimeActivation',
       responses: { 200: { description: 'Active, with its lease.', schema: RuntimeSessionResponse } },
       handler: async ({ principal }) => {
-        const { caller, sessionId } = principalAs(principal, 'runtimeSession');
+        const { caller, sessionId } = principalAs(principal, 'runtimeActivation');
         return { status: 200, body: await view(caller, await deps.sessions.activate(caller, sessionId)) };
       },
     }),
