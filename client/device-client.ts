@@ -35,6 +35,8 @@ export class DeviceClient {
     issuedAt?: number;
     jti?: string;
     deviceId?: string;
+    /** Signs exactly this text instead of the claims above: for tests of what the server does with hostile payloads. */
+    rawPayload?: string;
   }): Promise<string> {
     const kid = input.deviceId ?? this.deviceId;
     if (!kid) throw new Error('the device has no id yet: start an enrolment first');
@@ -45,7 +47,7 @@ export class DeviceClient {
       jti: input.jti ?? randomBytes(18).toString('base64url'),
     };
     if (input.bindBody) payload.bdh = createHash('sha256').update(input.body ?? '').digest('base64url');
-    return new CompactSign(new TextEncoder().encode(JSON.stringify(payload)))
+    return new CompactSign(new TextEncoder().encode(input.rawPayload ?? JSON.stringify(payload)))
       .setProtectedHeader({ alg: 'ES256', typ: 'device-assertion+jwt', kid })
       .sign(this.#privateKey);
   }

@@ -129,7 +129,10 @@ export class DeviceAssertionVerifier {
       const verified = await flattenedVerify({ protected: parts[0]!, payload: parts[1]!, signature: parts[2]! }, device.key, {
         algorithms: ['ES256'],
       });
-      payload = JSON.parse(utf8.decode(verified.payload)) as AssertionPayload;
+      const parsed: unknown = JSON.parse(utf8.decode(verified.payload));
+      // A signed `null`, number or array is still not an assertion: refused here, never read as one below.
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new TypeError('the payload is not a JSON object');
+      payload = parsed as AssertionPayload;
     } catch {
       throw refuse('device_assertion_invalid', 'the device assertion signature does not verify');
     }

@@ -64,6 +64,10 @@ test('device assertions: missing, bearer instead, unknown device, forged, replay
     401,
     'device_assertion_invalid',
   );
+  // Correctly signed by the device, but not an assertion: refused, never read as one.
+  for (const rawPayload of ['null', '42', '"text"', '[1]', '{"htm":']) {
+    await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', rawPayload })), 401, 'device_assertion_invalid');
+  }
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() - 120 })), 401, 'device_assertion_expired');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() + 120 })), 401, 'device_assertion_expired');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/pending', body, bindBody: true })), 401, 'device_assertion_mismatch');
