@@ -1,4 +1,5 @@
 import { ActorHostError } from '../actors/errors.js';
+import { isStorageOutage } from '../storage/outage.js';
 import { HttpError } from '../transport/http/errors.js';
 
 /**
@@ -16,11 +17,7 @@ export function coordinationUnavailable(cause: unknown): HttpError {
 /** Storage or actor-host failures that say nothing about the request: an outage, not a bug. */
 export function isCoordinationOutage(error: unknown): boolean {
   if (error instanceof ActorHostError) return error.retryable;
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  // Node socket errors (ECONNREFUSED …) and Postgres classes 08 (connection), 53 (resources), 57P (shutdown).
-  if (typeof code === 'string' && /^(E[A-Z]+|08|53|57P)/.test(code)) return true;
-  return /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message);
+  return isStorageOutage(error);
 }
 
 /** Runs a Runtime-plane step, turning an outage into 503 `runtime_coordination_unavailable`. */

@@ -180,6 +180,7 @@ export async function startServer(
         clock,
         pingStorage: () => store.ping(),
         storageTimeoutMs: 2_000,
+        draining: () => gateway.draining,
         openApiDocument: () => openApi!,
       }),
       ...(built.routes ?? []),

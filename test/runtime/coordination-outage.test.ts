@@ -231,6 +231,12 @@ test('Postgres stopped: every Runtime call answers 503 runtime_coordination_unav
     // Still refused a while later: the answer does not depend on how the pool happened to notice.
     await new Promise((r) => setTimeout(r, 500));
     await assertUnavailable('read session (later)', () => active.read());
+    // Outside the Runtime plane an outage is a retryable 503 too, never a 500: the operator's inspection reads.
+    for (const path of ['/actors/runtime-session/rts_00000000000000000000000000', '/actors/runtime-session/rts_00000000000000000000000000/journal']) {
+      const res = await fetch(server.opsUrl + path);
+      assert.is(res.status, 503, `${path}: ${await res.clone().text()}`);
+      assert.is(((await res.json()) as { code: string }).code, 'storage_unavailable');
+    }
   } finally {
     // Back up even when an assertion failed, so the next test starts from a running Postgres.
     postgres = await restartPostgres(5_000);

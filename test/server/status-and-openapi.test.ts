@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { Agent, get } from 'node:http';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,6 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
 import { combineParts } from '../../server/server.js';
+import { defineRoute } from '../../transport/http/route.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import { counterRoutes } from '../fixtures/counter.routes.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -14,6 +16,23 @@ import { jsonOf } from '../support/http.js';
 import { startTestServer } from '../support/server.js';
 
 const run = promisify(execFile);
+
+/** A request that stays in flight until the test lets it go: it holds a drain open. */
+let letGo: () => void = () => {};
+const holdRoute = defineRoute({
+  operationId: 'testHold',
+  method: 'get',
+  path: '/v1/test/hold',
+  summary: 'Answers once the test lets it go',
+  tags: ['Test'],
+  credential: 'none',
+  errorFormat: 'api',
+  responses: { 204: { description: 'Let go.' } },
+  handler: async () => {
+    await new Promise<void>((resolve) => (letGo = resolve));
+    return { status: 204, body: undefined };
+  },
+});
 let db: TestDatabase;
 let server: Awaited<ReturnType<typeof startTestServer>>;
 
@@ -21,7 +40,7 @@ test.before(async () => {
   db = await createTestDatabase();
   server = await startTestServer(
     db.url,
-    combineParts(productParts, { kinds: [counterKind], build: ({ host }) => ({ routes: counterRoutes(host) }) }),
+    combineParts(productParts, { kinds: [counterKind], build: ({ host }) => ({ routes: [...counterRoutes(host), holdRoute] }) }),
     { OPS_TOKEN: 'operator-token-0123456789' },
   );
 });
@@ -132,6 +151,11 @@ test('operator listener: live actors by kind, persisted snapshot and journal of 
   const older = await jsonOf(await ops('/actors/counter/inspected/journal?limit=2&before=2'));
   assert.equal((older.entries as Array<{ version: number }>).map((e) => e.version), [1]);
   assert.is((await ops('/actors/counter/never-seen')).status, 404);
+  for (const path of ['/actors/no-such-kind/x', '/actors/no-such-kind/x/journal']) {
+    const res = await ops(path);
+    assert.is(res.status, 404, path);
+    assert.is(((await res.json()) as { error: { code: string } }).error.code, 'actor_kind_unknown');
+  }
 });
 
 test('operator listener: Prometheus metrics for requests, activations, commit batches and sockets', async () => {
@@ -148,6 +172,39 @@ test('operator listener: Prometheus metrics for requests, activations, commit ba
     /# TYPE registry_websockets_open gauge/,
   ]) {
     assert.match(text, series);
+  }
+});
+
+test('while the node drains, /ready answers 503 and /v1/status 200, both saying draining; other routes 503 server_draining', async () => {
+  // The listener closes when the drain starts, so the probes go over a connection opened before it.
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const probe = (path: string) =>
+    new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+      get(`${server.url}${path}`, { agent }, (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> }));
+      }).on('error', reject);
+    });
+  assert.is((await probe('/ready')).status, 200);
+  const held = fetch(`${server.url}/v1/test/hold`);
+  await new Promise((r) => setTimeout(r, 50));
+  const stopped = server.stop('drain test');
+  try {
+    const ready = await probe('/ready');
+    assert.is(ready.status, 503);
+    assert.is(ready.body.status, 'draining');
+    const status = await probe('/v1/status');
+    assert.is(status.status, 200);
+    assert.is(status.body.status, 'draining');
+    const other = await probe('/v1/openapi.json');
+    assert.is(other.status, 503);
+    assert.is(other.body.code, 'server_draining');
+  } finally {
+    letGo();
+    assert.is((await held).status, 204, 'the request in flight finished');
+    await stopped;
+    agent.destroy();
   }
 });
 

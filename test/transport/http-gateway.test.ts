@@ -98,6 +98,21 @@ const routes = [
     },
   }),
   defineRoute({
+    operationId: 'refuse',
+    method: 'post',
+    path: '/v1/test/refuse',
+    summary: 'Refuses, idempotently',
+    tags: ['Test'],
+    credential: 'none',
+    errorFormat: 'api',
+    idempotency: 'optional',
+    body: Echo,
+    responses: { 200: { description: 'Never.', schema: Echo } },
+    handler: async () => {
+      throw new HttpError(409, 'echo_refused', 'this echo is refused, every time');
+    },
+  }),
+  defineRoute({
     operationId: 'fenced',
     method: 'get',
     path: '/v1/test/fenced',
@@ -323,6 +338,15 @@ test('Idempotency-Key: an identical retry replays the stored result without appl
   assert.equal(await again.json(), firstBody);
   const other = await post('/v1/test-counters/idem/add', JSON.stringify({ amount: 1 }));
   assert.equal(((await other.json()) as { version: number; total: number }).total, 4, 'the replay did not add 3 again');
+
+  // A refusal is a result too: replayed with the same code, under the request id of the retry (body and header).
+  const refusalHeaders = { 'content-type': 'application/json', 'idempotency-key': 'retry-key-0000000004' };
+  const refused = await post('/v1/test/refuse', JSON.stringify({ name: 'x' }), refusalHeaders);
+  assertApiError(await jsonOf(refused), 409, 'echo_refused', refused.headers.get('x-request-id'));
+  const replayed = await post('/v1/test/refuse', JSON.stringify({ name: 'x' }), refusalHeaders);
+  assert.is(replayed.headers.get('idempotent-replayed'), 'true');
+  assert.is.not(replayed.headers.get('x-request-id'), refused.headers.get('x-request-id'));
+  assertApiError(await jsonOf(replayed), 409, 'echo_refused', replayed.headers.get('x-request-id'));
 });
 
 test('Idempotency-Key: a different request under the same key is refused with 422', async () => {
@@ -333,6 +357,9 @@ test('Idempotency-Key: a different request under the same key is refused with 42
   assertApiError(await jsonOf(changed), 422, 'idempotency_key_reused', changed.headers.get('x-request-id'));
   const otherPath = await post('/v1/test-counters/idem-3/add', JSON.stringify({ amount: 3 }), headers);
   assert.is(otherPath.status, 422, 'same key, same operation, other resource: a different request');
+  const otherOperation = await post('/v1/test/refuse', JSON.stringify({ name: 'x' }), headers);
+  assert.is(otherOperation.status, 422, 'same key, another operation: a different request');
+  assertApiError(await jsonOf(otherOperation), 422, 'idempotency_key_reused', otherOperation.headers.get('x-request-id'));
 });
 
 test('Idempotency-Key: concurrent identical requests apply once', async () => {
@@ -349,7 +376,7 @@ test('Idempotency-Key: concurrent identical requests apply once', async () => {
 
 test('Idempotency-Key: keys are scoped per caller', async () => {
   const rows = await db.connection.db.selectFrom('idempotency_records').select(['scope']).where('key', '=', 'retry-key-0000000001').execute();
-  assert.equal(rows.map((r) => r.scope), ['anonymous testCounterAdd']);
+  assert.equal(rows.map((r) => r.scope), ['anonymous'], 'one key space per caller, across operations');
 });
 
 test.run();

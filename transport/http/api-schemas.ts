@@ -65,7 +65,9 @@ export const OAuthErrorSchema = apiSchema(
 export const PlatformStatusResponseSchema = apiSchema(
   'PlatformStatusResponse',
   z.strictObject({
-    status: z.enum(['ok', 'unavailable']).describe('`ok` when every check passes.'),
+    status: z
+      .enum(['ok', 'unavailable', 'draining'])
+      .describe('`ok` when every check passes; `draining` while this node shuts down (it finishes what it holds and takes nothing new).'),
     apiVersion: z.literal('0.1.0-alpha.7'),
     mode: z.enum(['single-node', 'cluster']),
     nodeId: z.string(),

@@ -4,6 +4,7 @@ import type * as z from 'zod';
 import { ActorHostError } from '../../actors/errors.js';
 import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-store.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
+import { isStorageOutage } from '../../storage/outage.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, statusTitle, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
@@ -80,6 +81,10 @@ export class HttpGateway {
     this.#options = options;
   }
 
+  get draining(): boolean {
+    return this.#draining;
+  }
+
   get inFlight(): number {
     return this.#inFlight;
   }
@@ -140,13 +145,13 @@ export class HttpGateway {
     let format: ErrorFormat = 'api';
     let reply: Reply;
     try {
-      if (this.#draining) {
+      const match = this.#router.match(request.method, request.path);
+      if (this.#draining && !(match.kind === 'found' && match.route.servesWhileDraining)) {
         throw new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
           family: 'coordination',
           headers: { 'retry-after': '1', connection: 'close' },
         });
       }
-      const match = this.#router.match(request.method, request.path);
       if (match.kind === 'not_found') throw new HttpError(404, 'route_not_found', `no route ${request.method} ${request.path}`, { family: 'catalog' });
       if (match.kind === 'bad_path') throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding');
       if (match.kind === 'method_not_allowed') {
@@ -182,10 +187,12 @@ export class HttpGateway {
       } else {
         const outcome = await runIdempotently(
           this.#options.idempotency,
-          { scope: `${principal.subject} ${route.operationId}`, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
+          // One key space per caller across all operations: the fingerprint covers method and path, so the same key
+          // on another operation is a different request (422), as the spec's "changed request" says.
+          { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
           async () => storable(route, await execute()),
         );
-        reply = outcome.replayed ? { ...outcome, headers: { ...outcome.headers, 'idempotent-replayed': 'true' } } : outcome;
+        reply = outcome.replayed ? { ...replayedUnder(outcome, requestId), headers: { ...outcome.headers, 'idempotent-replayed': 'true' } } : outcome;
       }
     } catch (error) {
       reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
@@ -257,6 +264,14 @@ export class HttpGateway {
         cause: error,
       });
     }
+    if (isStorageOutage(error)) {
+      log.warn({ err: error }, 'storage unavailable');
+      return new HttpError(503, 'storage_unavailable', 'the registry cannot reach its storage right now; retry shortly', {
+        family: 'coordination',
+        headers: { 'retry-after': '2' },
+        cause: error,
+      });
+    }
     log.error({ err: error }, 'unhandled error');
     return new HttpError(500, 'internal_error', 'the registry failed to handle this request', { family: 'internal' });
   }
@@ -270,6 +285,19 @@ function storable(route: AnyRoute, reply: Reply): StoredResult {
     headers[name] = value;
   }
   return { status: reply.status, headers, body: Buffer.isBuffer(reply.body) ? reply.body : Buffer.from(reply.body) };
+}
+
+/**
+ * A stored refusal replayed: the same status, code and details, but the `requestId` of this request, which is the
+ * `X-Request-Id` it is sent with (the stored one belongs to the first request and its log lines).
+ */
+function replayedUnder(result: StoredResult, requestId: string): StoredResult {
+  const type = result.headers['content-type'] ?? '';
+  if (result.status < 400 || !/^application\/(problem\+)?json\b/.test(type)) return result;
+  const body = JSON.parse(result.body.toString('utf8')) as { requestId?: unknown; error?: { requestId?: unknown } };
+  if (typeof body.requestId === 'string') body.requestId = requestId;
+  if (body.error && typeof body.error.requestId === 'string') body.error.requestId = requestId;
+  return { ...result, body: Buffer.from(JSON.stringify(body)) };
 }
 
 function toStored(rendered: ReturnType<typeof renderError>): StoredResult {

@@ -101,6 +101,8 @@ export interface RouteSpec<
    */
   readonly rateLimit?: { readonly perMinute: number; readonly burst: number; readonly by: 'address' | 'subject' };
   readonly idempotency?: 'required' | 'optional';
+  /** Served while the node drains (status reads a load balancer polls); every other route answers 503 then. */
+  readonly servesWhileDraining?: boolean;
   readonly responses: R;
   /** Error statuses the handler itself may produce, besides those the gateway adds (400, 413, 415, 500, 503 …). */
   readonly errors?: readonly number[];

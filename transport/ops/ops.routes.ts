@@ -162,8 +162,12 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
         limit: z.coerce.number().int().min(1).max(500).default(50),
         before: z.coerce.number().int().min(1).optional().describe('Only versions below this one (paging).'),
       }),
+      errors: [404],
       responses: { 200: { description: 'Journal entries.', schema: JournalSchema } },
       handler: async ({ params, query }) => {
+        if (!deps.host.kinds.includes(params.kind)) {
+          throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${params.kind}`, { family: 'catalog' });
+        }
         const entries = await deps.store.readJournal(params.kind, params.key, {
           limit: query.limit,
           ...(query.before !== undefined ? { beforeVersion: query.before } : {}),

@@ -14,6 +14,8 @@ export interface StatusDependencies {
   /** Resolves when storage answers. */
   readonly pingStorage: () => Promise<void>;
   readonly storageTimeoutMs: number;
+  /** True once the node has started to shut down. */
+  readonly draining: () => boolean;
   /** The OpenAPI document, built once from the full route table. */
   readonly openApiDocument: () => Readonly<Record<string, unknown>>;
 }
@@ -31,7 +33,7 @@ export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
       storage = { status: 'unavailable' };
     }
     return {
-      status: storage.status === 'ok' ? 'ok' : 'unavailable',
+      status: deps.draining() ? 'draining' : storage.status === 'ok' ? 'ok' : 'unavailable',
       apiVersion: '0.1.0-alpha.7',
       mode: deps.mode,
       nodeId: deps.nodeId,
@@ -47,9 +49,12 @@ export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
       method: 'get',
       path: '/ready',
       summary: 'Readiness of this node',
-      description: 'Answers 200 when this node can serve (its storage answers), 503 otherwise; for load balancers.',
+      description:
+        'Answers 200 when this node can serve (its storage answers), 503 otherwise (storage unavailable, or the node ' +
+        'draining before it stops); for load balancers. Served while draining, like `/v1/status`.',
       tags: ['Status'],
       credential: 'none',
+      servesWhileDraining: true,
       errorFormat: 'problem',
       errors: PROBLEM_TABLE_STATUSES,
       responses: {
@@ -69,6 +74,7 @@ export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
       description: 'Health of this node and of what it depends on. Always 200: the body says what is unavailable.',
       tags: ['Status'],
       credential: 'none',
+      servesWhileDraining: true,
       errorFormat: 'problem',
       errors: PROBLEM_TABLE_STATUSES,
       responses: { 200: { description: 'Status of this node.', schema: PlatformStatusResponseSchema } },
