@@ -53,22 +53,25 @@ const refuse = (code: string, message: string): HttpError =>
   new HttpError(401, code, message, { family: 'account_policy', headers: { 'www-authenticate': 'DeviceAssertion' } });
 
 /**
- * Remembers assertion ids until they could no longer pass the time check, so each is accepted once. In-process: in
- * cluster mode the same interface is filled by Redis (SET NX with expiry).
+ * Remembers assertion ids until they could no longer pass the time check, so each is accepted once. Memory answers
+ * replays within this process at once (and keeps two concurrent uses of one id from both reaching the store); the
+ * durable record answers for ids used before a restart, and is written before the request acts.
  */
 export class ReplayGuard {
   readonly #seen = new Map<string, number>();
   readonly #clock: Clock;
+  readonly #durable: { firstUse(id: string, expiresAt: number): Promise<boolean> };
   readonly #limit: number;
   #sweepAt = 0;
 
-  constructor(clock: Clock, limit = 1_000_000) {
+  constructor(clock: Clock, durable: { firstUse(id: string, expiresAt: number): Promise<boolean> }, limit = 1_000_000) {
     this.#clock = clock;
+    this.#durable = durable;
     this.#limit = limit;
   }
 
   /** True when `id` is new (and now remembered until `expiresAt`), false for a replay. */
-  firstUse(id: string, expiresAt: number): boolean {
+  async firstUse(id: string, expiresAt: number): Promise<boolean> {
     const now = this.#clock.now();
     if (now >= this.#sweepAt) this.#sweep(now);
     const known = this.#seen.get(id);
@@ -80,7 +83,13 @@ export class ReplayGuard {
       });
     }
     this.#seen.set(id, expiresAt);
-    return true;
+    try {
+      return await this.#durable.firstUse(id, expiresAt);
+    } catch (error) {
+      // Not recorded: the same assertion may be presented again once the store answers.
+      this.#seen.delete(id);
+      throw error;
+    }
   }
 
   #sweep(now: number): void {
@@ -152,7 +161,7 @@ export class DeviceAssertionVerifier {
       if (payload.bdh !== digest) throw refuse('device_assertion_body_mismatch', 'the assertion does not cover this body');
     }
     // Last, so that only a valid signature can spend an id.
-    if (!this.#replays.firstUse(`${device.deviceId}:${payload.jti}`, payload.iat * 1000 + this.#skewMs)) {
+    if (!(await this.#replays.firstUse(`${device.deviceId}:${payload.jti}`, payload.iat * 1000 + this.#skewMs))) {
       throw refuse('device_assertion_replayed', 'this assertion was already used');
     }
     return { deviceId: device.deviceId, accountId: device.accountId, status, thumbprint: device.thumbprint };

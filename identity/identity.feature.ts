@@ -10,6 +10,7 @@ import { platformAdminRoutes } from '../transport/http/routes/platform-admin.rou
 import { reviewHostRoutes } from '../transport/http/routes/review-host.routes.js';
 import { registryAdminRoutes } from '../transport/ops/registry-admin.routes.js';
 import { sweepAccessRecords } from './access-sweep.js';
+import { AssertionUses } from './assertion-uses.js';
 import { Accounts } from './accounts.js';
 import { BrowserSessions, CONSOLE_COOKIE, CSRF_SECRET } from './browser-sessions.js';
 import { DeviceAssertionVerifier, ReplayGuard } from './device-assertion.js';
@@ -74,7 +75,8 @@ export const identityFeature: ServerParts = {
     const { clock, storage, publicUrl, logger } = services;
     const db = storage.db;
     const { accounts, keys, directory, sessions, admins, reviewers, grants } = await identityServices(services);
-    const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: new ReplayGuard(clock) });
+    const assertionUses = new AssertionUses(storage);
+    const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: new ReplayGuard(clock, assertionUses) });
 
     const deviceAssertion: CredentialVerifier = async (request, requirements) => {
       const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });
@@ -146,9 +148,16 @@ export const identityFeature: ServerParts = {
         (err: unknown) => logger.warn({ err }, 'access record sweep failed'),
       );
     }, 10 * 60_000).unref();
+    // Every minute: at a high assertion rate a minute's ids are many rows, and expired ones serve no purpose.
+    const sweepAssertionUses = setInterval(() => {
+      assertionUses.sweep(clock.now()).catch((err: unknown) => logger.warn({ err }, 'device assertion id sweep failed'));
+    }, 60_000).unref();
 
     return {
-      stop: async () => clearInterval(sweep),
+      stop: async () => {
+        clearInterval(sweep);
+        clearInterval(sweepAssertionUses);
+      },
       routes: [
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
         ...accountSessionRoutes({ accounts, sessions, directory, grants, admins, reviewers }),

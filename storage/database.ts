@@ -24,6 +24,13 @@ export interface Database {
   plugin_installations: PluginInstallationTable;
   plugin_settings: PluginSettingTable;
   plugin_grants: PluginGrantTable;
+  device_assertion_uses: DeviceAssertionUseTable;
+}
+
+/** `deviceId:jti` of an accepted device assertion, until it could no longer pass the time check. */
+export interface DeviceAssertionUseTable {
+  id: string;
+  expires_at: Date;
 }
 
 export interface SigningKeyTable {

@@ -12,6 +12,7 @@ import * as pluginGrants0008 from './migrations/0008-plugin-grants.js';
 import * as unusedCodesByBrowser0009 from './migrations/0009-unused-codes-by-browser.js';
 import * as codesByBrowser0010 from './migrations/0010-codes-by-browser.js';
 import * as journalSegments0011 from './migrations/0011-journal-segments.js';
+import * as deviceAssertionUses0012 from './migrations/0012-device-assertion-uses.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -29,6 +30,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0009-unused-codes-by-browser': unusedCodesByBrowser0009,
   '0010-codes-by-browser': codesByBrowser0010,
   '0011-journal-segments': journalSegments0011,
+  '0012-device-assertion-uses': deviceAssertionUses0012,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -3,6 +3,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { DeviceClient } from '../../client/device-client.js';
+import { AssertionUses } from '../../identity/assertion-uses.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { assertProblem, enrolFirst, startEnrolment } from '../support/identity.js';
@@ -76,6 +77,24 @@ test('device assertions: missing, bearer instead, unknown device, forged, replay
   const good = await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true });
   assert.is((await send(good)).status, 201);
   await assertProblem(await send(good), 401, 'device_assertion_replayed');
+});
+
+test('an assertion used before a restart is still refused after it, and expired ids are swept', async () => {
+  const { device } = await enrolFirst(server.url, 'rita');
+  const used = await device.assertion({ method: 'GET', target: '/v1/account/devices' });
+  const list = () => fetch(`${server.url}/v1/account/devices`, { headers: { 'platform-device-assertion': used } });
+  assert.is((await list()).status, 200);
+  await server.stop('restart');
+  server = await startTestServer(db.url, productParts, {}, clock);
+  await assertProblem(await list(), 401, 'device_assertion_replayed');
+  const fresh = await device.request(server.url, 'GET', '/v1/account/devices');
+  assert.is(fresh.status, 200, 'a new assertion of the same device passes');
+
+  const stored = () => db.connection.db.selectFrom('device_assertion_uses').select('id').where('id', 'like', `${device.deviceId}:%`).execute();
+  assert.ok((await stored()).length >= 2, 'each accepted id is recorded');
+  const removed = await new AssertionUses(db.connection).sweep(clock.now() + 2 * 60_000);
+  assert.ok(removed >= 2);
+  assert.equal(await stored(), [], 'ids past their time window are swept');
 });
 
 test('a device that has not completed enrolment is refused everywhere but completion', async () => {
