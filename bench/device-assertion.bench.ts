@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < DEVICES; i++) {
       const client = await DeviceClient.generate(`bench ${i}`);
       const key = await acceptDeviceKey({ kty: 'EC', crv: 'P-256', x: client.publicJwk.x!, y: client.publicJwk.y! });
-      const started = await accounts.startEnrolment({ handle: `bench${i}`, deviceName: client.name, ...key });
+      const started = await accounts.startEnrolment({ handle: `bench${i}`, deviceName: client.name, clientAddress: '127.0.0.1', ...key });
       client.deviceId = started.deviceId;
       const { accountId } = (await accounts.lookupDevice(started.deviceId))!;
       await accounts.completeEnrolment(accountId, started.enrolmentId, started.nonce);

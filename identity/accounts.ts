@@ -23,7 +23,6 @@ const REFUSALS: Readonly<Record<AccountRefusalCode, readonly [number, string]>> 
   enrolment_refused: [403, 'an enrolled device refused this enrolment'],
   enrolment_proof_invalid: [403, 'the enrolment proof does not match'],
   enrolment_already_decided: [409, 'this enrolment was already admitted or refused'],
-  too_many_pending_enrolments: [429, 'this account has too many enrolments waiting for approval'],
   device_not_found: [404, 'no such active device on this account'],
   device_not_active: [403, 'the calling device is not an active device of this account'],
 };
@@ -55,7 +54,8 @@ export class Accounts {
     this.#clock = clock;
   }
 
-  async startEnrolment(input: { handle: string; deviceName: string; publicKey: DevicePublicKey; thumbprint: string }): Promise<EnrolmentStarted> {
+  /** `clientAddress`: where the request came from; the account keeps only a digest, to share its approval list fairly. */
+  async startEnrolment(input: { handle: string; deviceName: string; publicKey: DevicePublicKey; thumbprint: string; clientAddress: string }): Promise<EnrolmentStarted> {
     const enrolmentId = newId('enr');
     const deviceId = newId('dev');
     const nonce = randomBytes(32).toString('base64url');
@@ -65,6 +65,7 @@ export class Accounts {
       device: { id: deviceId, name: input.deviceName, publicKey: input.publicKey, thumbprint: input.thumbprint },
       nonceHash: sha256(nonce),
       expiresAt,
+      requester: sha256(input.clientAddress).slice(0, 22),
     };
     const newAccountId = newId('acc');
     // The reservation outlives the enrolment by a margin, so a crash between completing the account and binding the

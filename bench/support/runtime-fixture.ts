@@ -84,7 +84,7 @@ export class RuntimeFixture {
     const accounts = this.#identity.accounts;
     const device = await DeviceClient.generate(`${handle} device`);
     const key = await acceptDeviceKey({ kty: 'EC', crv: 'P-256', x: device.publicJwk.x!, y: device.publicJwk.y! });
-    const started = await accounts.startEnrolment({ handle, deviceName: device.name, ...key });
+    const started = await accounts.startEnrolment({ handle, deviceName: device.name, clientAddress: '127.0.0.1', ...key });
     const { accountId } = (await accounts.lookupDevice(started.deviceId))!;
     await accounts.completeEnrolment(accountId, started.enrolmentId, started.nonce);
     return accountId;

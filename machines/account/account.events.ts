@@ -19,6 +19,11 @@ export interface EnrolmentRequest {
   /** SHA-256 of the nonce handed to the enrolling device; the nonce itself is never stored. */
   readonly nonceHash: string;
   readonly expiresAt: number;
+  /**
+   * Who asked, as an opaque digest of the client address: an approval list is shared fairly between requesters. Absent
+   * on enrolments stored before it existed.
+   */
+  readonly requester?: string;
 }
 
 export type AccountEvent =
@@ -44,7 +49,6 @@ export type AccountRefusalCode =
   | 'enrolment_refused'
   | 'enrolment_proof_invalid'
   | 'enrolment_already_decided'
-  | 'too_many_pending_enrolments'
   | 'device_not_found'
   | 'device_not_active';
 

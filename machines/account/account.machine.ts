@@ -29,8 +29,20 @@ export interface AccountContext {
   readonly enrolments: Readonly<Record<string, PendingEnrolment>>;
 }
 
-/** Undecided enrolments an account holds at once: a stranger cannot flood the approval list. */
+/**
+ * Undecided enrolments an account holds at once. A new request beyond it is never refused: it takes the place of the
+ * oldest request of whoever holds the most, so a stranger filling the list from one address only ever displaces their
+ * own requests, and the owner's new device always gets on it.
+ */
 export const MAX_PENDING_ENROLMENTS = 5;
+
+/** The enrolment to drop for a new request when the list is full: the oldest of the requester holding the most. */
+function displacedBy(undecided: readonly PendingEnrolment[]): PendingEnrolment | undefined {
+  const held = new Map<string, number>();
+  for (const e of undecided) held.set(e.requester ?? '', (held.get(e.requester ?? '') ?? 0) + 1);
+  const most = Math.max(...held.values());
+  return undecided.filter((e) => held.get(e.requester ?? '') === most).sort((a, b) => a.requestedAt - b.requestedAt)[0];
+}
 
 type Ctx = AccountContext;
 type Ev = AccountEvent;
@@ -111,13 +123,14 @@ export const accountMachine = setup({
       on: {
         'account.enrolment.request': {
           actions: enqueueActions(({ context, event, enqueue }) => {
-            const undecided = Object.values(context.enrolments).filter((e) => e.decision === 'pending').length;
-            if (undecided >= MAX_PENDING_ENROLMENTS) {
-              enqueue.emit(refused('too_many_pending_enrolments'));
-              return;
+            const undecided = Object.values(context.enrolments).filter((e) => e.decision === 'pending');
+            const enrolments = { ...context.enrolments };
+            if (undecided.length >= MAX_PENDING_ENROLMENTS) {
+              const displaced = displacedBy(undecided);
+              if (displaced) delete enrolments[displaced.enrolmentId];
             }
             const enrolment: PendingEnrolment = { ...event.enrolment, mode: 'approval', requestedAt: event.at, decision: 'pending' };
-            enqueue.assign({ enrolments: { ...context.enrolments, [enrolment.enrolmentId]: enrolment } });
+            enqueue.assign({ enrolments: { ...enrolments, [enrolment.enrolmentId]: enrolment } });
             enqueue.emit({ type: 'account.enrolmentRequested', enrolmentId: enrolment.enrolmentId });
           }),
         },

@@ -170,6 +170,22 @@ test('a further device waits for an enrolled device: pending, admitted, enrolled
   assert.equal(list.devices.find((d) => d.current)?.deviceId, second.deviceId);
 });
 
+test('a stranger filling the approval list cannot keep the owner\'s new device off it', async () => {
+  const { device: owner } = await enrolFirst(server.url, 'ivan');
+  const flood = async (n: number) => {
+    for (let i = 0; i < n; i++) await startEnrolment(server.url, 'ivan', await DeviceClient.generate(`stranger ${i}`), '127.0.0.9');
+  };
+  await flood(6);
+  const phone = await DeviceClient.generate('ivan phone');
+  const started = await startEnrolment(server.url, 'ivan', phone);
+  await flood(6);
+  const pending = (await (await owner.request(server.url, 'GET', '/v1/enrol/pending')).json()) as { pending: Array<{ enrolmentId: string; deviceName: string }> };
+  assert.is(pending.pending.length, 5, 'the list stays bounded');
+  assert.ok(pending.pending.some((p) => p.enrolmentId === started.enrolmentId), 'the flood displaced only its own requests');
+  assert.is((await owner.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: started.enrolmentId, decision: 'admit' })).status, 204);
+  assert.is((await complete(phone, started)).status, 201);
+});
+
 test('removing a device ends it at once; revoke-all keeps only the caller; sign-out ends the caller', async () => {
   const { device: a } = await enrolFirst(server.url, 'gina');
   const others: DeviceClient[] = [];

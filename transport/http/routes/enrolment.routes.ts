@@ -137,13 +137,15 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
         'possession of its key (`proof: possession`); an existing handle asks to join that account, which an ' +
         'enrolled device must admit (`proof: approval`). Either way the device then calls `POST /v1/enrol/complete` ' +
         'under a device assertion made with the new key, presenting the nonce. Enrolments expire after 10 minutes. ' +
-        'Limited to 10 per minute per client address (bursts of 20): over it, 429 `rate_limited` with Retry-After.',
+        'Limited to 10 per minute per client address (bursts of 20): over it, 429 `rate_limited` with Retry-After. ' +
+        'An account keeps at most 5 requests waiting for approval: a new one takes the place of the oldest request ' +
+        'of whichever client address holds the most, so one address flooding the list displaces only its own.',
       credential: 'none',
       // Unauthenticated and it reserves handles: bounded per client address.
       rateLimit: { perMinute: 10, burst: 20, by: 'address' },
       body: EnrolStartRequest,
       responses: { 201: { description: 'Enrolment started.', schema: EnrolStartResponse } },
-      handler: async ({ body }) => {
+      handler: async ({ body, remoteAddress }) => {
         let key;
         try {
           key = await acceptDeviceKey(body.device.publicKey);
@@ -160,6 +162,7 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
           deviceName: body.device.name,
           publicKey: key.publicKey,
           thumbprint: key.thumbprint,
+          clientAddress: remoteAddress,
         });
         return { status: 201, body: { ...started, expiresAt: iso(started.expiresAt) } };
       },
