@@ -9,6 +9,7 @@ import { connectStorage, type StorageConnection } from '../storage/connect.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../storage/embedded-postgres.js';
 import { migrateToLatest } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
 import type { CredentialVerifiers } from '../transport/http/credentials.js';
 import { HttpGateway, newRequestId } from '../transport/http/gateway.js';
@@ -115,6 +116,7 @@ export async function startServer(
     for (const step of cleanups.splice(0).reverse()) await step().catch((err: unknown) => logger.warn({ err }, 'cleanup step failed'));
   };
   try {
+    if (config.databaseUrl === undefined) cleanups.push(await lockDataDir(config.dataDir));
     const embedded = config.databaseUrl === undefined ? await startEmbedded(config, logger) : undefined;
     if (embedded) cleanups.push(() => embedded.postgres.stop());
     const databaseUrl = config.databaseUrl ?? embedded!.url;

@@ -129,6 +129,20 @@ test('kill -9 under load loses no acknowledged event; restart on the same data d
   }
 });
 
+test('a second server on the same data directory refuses to start; the running one keeps its database', async () => {
+  const first = await spawnServer(ENTRY, { DATA_DIR: dataDir });
+  try {
+    const second = await runToExit(ENTRY, { DATA_DIR: dataDir, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1' });
+    assert.is.not(second.code, 0);
+    assert.match(second.output, new RegExp(`another server \\(pid ${first.child.pid}\\) is running on the data directory`));
+    const ready = await fetch(`${first.url}/ready`);
+    assert.is(ready.status, 200, 'the first server still has its Postgres');
+  } finally {
+    first.child.kill('SIGTERM');
+    assert.equal(await first.exited, { code: 0, signal: null });
+  }
+});
+
 test('SIGTERM drains: in-flight requests finish, later ones are refused, exit 0, nothing acknowledged is lost', async () => {
   const server = await spawnServer(ENTRY, { DATA_DIR: dataDir });
   const traffic = load(server, 16);

@@ -1,0 +1,35 @@
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * One server per data directory. A server killed with -9 leaves its embedded Postgres running, and the next start
+ * takes that Postgres over; without this lock the same takeover would also pull the database from under a server
+ * that is still running. The lock is the server's pid in `server.pid`: a start refuses while that process lives and
+ * is a Node process (a pid reused by something else after a reboot does not block), and takes the lock otherwise.
+ */
+export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  await mkdir(dataDir, { recursive: true });
+  const file = path.join(dataDir, 'server.pid');
+  const holder = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+  if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && (await isNodeProcess(holder))) {
+    throw new Error(`another server (pid ${holder}) is running on the data directory ${path.resolve(dataDir)}; stop it first, or give this one its own DATA_DIR`);
+  }
+  await writeFile(file, `${process.pid}\n`);
+  return async () => {
+    const current = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+    if (current === process.pid) await rm(file, { force: true });
+  };
+}
+
+async function isNodeProcess(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // Where /proc exists, make sure the pid is still a Node process; elsewhere a live pid is taken at its word.
+  const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
+  if (command === undefined) return true;
+  const program = command.split('\0')[0] ?? '';
+  return program === process.execPath || /(^|\/)node(js)?$/.test(program);
+}
