@@ -1,5 +1,6 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { processAlive } from '../storage/embedded-postgres.js';
 
 /**
  * One server per data directory. A server killed with -9 leaves its embedded Postgres running, and the next start
@@ -22,11 +23,7 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
 }
 
 async function isNodeProcess(pid: number): Promise<boolean> {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
+  if (!processAlive(pid)) return false;
   // Where /proc exists, make sure the pid is still a Node process; elsewhere a live pid is taken at its word.
   const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
   if (command === undefined) return true;

@@ -113,13 +113,14 @@ async function stopOrphan(pgdata: string): Promise<void> {
   const pidFile = path.join(pgdata, 'postmaster.pid');
   if (!existsSync(pidFile)) return;
   const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
+  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
   process.kill(pid, 'SIGINT');
-  for (let waited = 0; waited < 15_000 && alive(pid); waited += 100) await new Promise((r) => setTimeout(r, 100));
-  if (alive(pid)) throw new Error(`a Postgres (pid ${pid}) still runs on ${pgdata} and did not stop`);
+  for (let waited = 0; waited < 15_000 && processAlive(pid); waited += 100) await new Promise((r) => setTimeout(r, 100));
+  if (processAlive(pid)) throw new Error(`a Postgres (pid ${pid}) still runs on ${pgdata} and did not stop`);
 }
 
-function alive(pid: number): boolean {
+/** Whether a process of this pid exists (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

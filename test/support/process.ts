@@ -57,15 +57,7 @@ export function runToExit(entry: string, env: Record<string, string>): Promise<{
   });
 }
 
-/** Whether a process of this pid exists (signal 0 checks without sending anything). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { processAlive as isAlive } from '../../storage/embedded-postgres.js';
 
 /**
  * Runs the compiled operators' command line (`registry-admin`) against an operator listener, as `operator`, with

@@ -96,6 +96,9 @@ export function operatorVerifier(token: string | undefined): CredentialVerifier 
 
 export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
   const common = { tags: ['Operations'], credential: 'operator', errorFormat: 'api' } as const;
+  const knownKind = (kind: string): void => {
+    if (!deps.host.kinds.includes(kind)) throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${kind}`, { family: 'catalog' });
+  };
   return [
     defineRoute({
       ...common,
@@ -115,9 +118,7 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       query: z.strictObject({ kind: z.string().min(1).max(64).optional() }),
       responses: { 200: { description: 'Live actors, optionally of one kind.', schema: LiveActorListSchema } },
       handler: async ({ query }) => {
-        if (query.kind !== undefined && !deps.host.kinds.includes(query.kind)) {
-          throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${query.kind}`, { family: 'catalog' });
-        }
+        if (query.kind !== undefined) knownKind(query.kind);
         const actors = deps.host.list(query.kind);
         return { status: 200, body: { kinds: [...deps.host.kinds], actors, count: actors.length } };
       },
@@ -132,9 +133,7 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       errors: [404],
       responses: { 200: { description: 'The actor.', schema: ActorDetailSchema } },
       handler: async ({ params }) => {
-        if (!deps.host.kinds.includes(params.kind)) {
-          throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${params.kind}`, { family: 'catalog' });
-        }
+        knownKind(params.kind);
         const live = deps.host.inspect(params.kind, params.key) ?? null;
         const stored = await deps.host.readCommitted(params.kind, params.key);
         if (!live && !stored) throw new HttpError(404, 'actor_not_found', `no actor ${params.kind}/${params.key}`, { family: 'catalog' });
@@ -165,9 +164,7 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       errors: [404],
       responses: { 200: { description: 'Journal entries.', schema: JournalSchema } },
       handler: async ({ params, query }) => {
-        if (!deps.host.kinds.includes(params.kind)) {
-          throw new HttpError(404, 'actor_kind_unknown', `no actor kind ${params.kind}`, { family: 'catalog' });
-        }
+        knownKind(params.kind);
         const entries = await deps.store.readJournal(params.kind, params.key, {
           limit: query.limit,
           ...(query.before !== undefined ? { beforeVersion: query.before } : {}),
