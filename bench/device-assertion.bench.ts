@@ -82,7 +82,7 @@ async function main(): Promise<void> {
       }
       return requests;
     };
-    const verifier = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock: systemClock, replays: new ReplayGuard(systemClock, new AssertionUses(database.connection)) });
+    const verifier = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock: systemClock, replays: await ReplayGuard.open(systemClock, new AssertionUses(database.connection)) });
     const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
     const results: Array<{ load: number; raw: number; host: number }> = [];
     for (const load of LOADS) {

@@ -52,22 +52,38 @@ const utf8 = new TextDecoder();
 const refuse = (code: string, message: string): HttpError =>
   new HttpError(401, code, message, { family: 'account_policy', headers: { 'www-authenticate': 'DeviceAssertion' } });
 
+/** Where used assertion ids are kept across restarts (AssertionUses on Postgres). */
+export interface DurableAssertionUses {
+  /** Resolves once `id` is stored, until `expiresAt`. */
+  record(id: string, expiresAt: number): Promise<void>;
+  /** Every id whose window is still open at `now`. */
+  unexpired(now: number): Promise<ReadonlyArray<{ readonly id: string; readonly expiresAt: number }>>;
+}
+
 /**
- * Remembers assertion ids until they could no longer pass the time check, so each is accepted once. Memory answers
- * replays within this process at once (and keeps two concurrent uses of one id from both reaching the store); the
- * durable record answers for ids used before a restart, and is written before the request acts.
+ * Remembers assertion ids until they could no longer pass the time check, so each is accepted once. Memory decides
+ * every check, at once and for concurrent uses of one id alike; the durable record is written before the request
+ * acts and read back by `open`, so an id used before a restart is still refused after it. One process owns the
+ * record: two servers sharing a database would not see each other's ids (cluster mode must add a shared check).
  */
 export class ReplayGuard {
   readonly #seen = new Map<string, number>();
   readonly #clock: Clock;
-  readonly #durable: { firstUse(id: string, expiresAt: number): Promise<boolean> };
+  readonly #durable: DurableAssertionUses;
   readonly #limit: number;
   #sweepAt = 0;
 
-  constructor(clock: Clock, durable: { firstUse(id: string, expiresAt: number): Promise<boolean> }, limit = 1_000_000) {
+  private constructor(clock: Clock, durable: DurableAssertionUses, limit: number) {
     this.#clock = clock;
     this.#durable = durable;
     this.#limit = limit;
+  }
+
+  /** A guard that already remembers every id the durable record holds inside its window. */
+  static async open(clock: Clock, durable: DurableAssertionUses, limit = 1_000_000): Promise<ReplayGuard> {
+    const guard = new ReplayGuard(clock, durable, limit);
+    for (const use of await durable.unexpired(clock.now())) guard.#seen.set(use.id, use.expiresAt);
+    return guard;
   }
 
   /** True when `id` is new (and now remembered until `expiresAt`), false for a replay. */
@@ -84,9 +100,10 @@ export class ReplayGuard {
     }
     this.#seen.set(id, expiresAt);
     try {
-      return await this.#durable.firstUse(id, expiresAt);
+      await this.#durable.record(id, expiresAt);
+      return true;
     } catch (error) {
-      // Not recorded: the same assertion may be presented again once the store answers.
+      // Not recorded, and the request does not act: the same assertion may be presented again once the store answers.
       this.#seen.delete(id);
       throw error;
     }

@@ -76,7 +76,7 @@ export const identityFeature: ServerParts = {
     const db = storage.db;
     const { accounts, keys, directory, sessions, admins, reviewers, grants } = await identityServices(services);
     const assertionUses = new AssertionUses(storage);
-    const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: new ReplayGuard(clock, assertionUses) });
+    const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: await ReplayGuard.open(clock, assertionUses) });
 
     const deviceAssertion: CredentialVerifier = async (request, requirements) => {
       const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });

@@ -24,13 +24,13 @@ export interface Database {
   plugin_installations: PluginInstallationTable;
   plugin_settings: PluginSettingTable;
   plugin_grants: PluginGrantTable;
-  device_assertion_uses: DeviceAssertionUseTable;
+  device_assertion_use_batches: DeviceAssertionUseBatchTable;
 }
 
-/** `deviceId:jti` of an accepted device assertion, until it could no longer pass the time check. */
-export interface DeviceAssertionUseTable {
-  id: string;
+/** `deviceId:jti` of the device assertions one group commit accepted, kept until the last could pass the time check. */
+export interface DeviceAssertionUseBatchTable {
   expires_at: Date;
+  ids: string[];
 }
 
 export interface SigningKeyTable {

@@ -13,6 +13,7 @@ import * as unusedCodesByBrowser0009 from './migrations/0009-unused-codes-by-bro
 import * as codesByBrowser0010 from './migrations/0010-codes-by-browser.js';
 import * as journalSegments0011 from './migrations/0011-journal-segments.js';
 import * as deviceAssertionUses0012 from './migrations/0012-device-assertion-uses.js';
+import * as assertionUseBatches0013 from './migrations/0013-assertion-use-batches.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -31,6 +32,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0010-codes-by-browser': codesByBrowser0010,
   '0011-journal-segments': journalSegments0011,
   '0012-device-assertion-uses': deviceAssertionUses0012,
+  '0013-assertion-use-batches': assertionUseBatches0013,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
