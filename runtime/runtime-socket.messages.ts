@@ -29,7 +29,9 @@ export const RuntimeServerMessage = z.discriminatedUnion('type', [
   z
     .strictObject({ type: z.literal('lease.ended'), reason: LeaseEndReason })
     .describe('The fence no longer holds; the socket closes right after (4409 superseded, 4401 revoked, 4410 released, 4412 lapsed).'),
-  z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), details: z.array(z.unknown()).optional() }).describe('A refused message; the socket stays open unless a close follows.'),
+  z
+    .strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), requestId: z.string(), details: z.array(z.unknown()).optional() })
+    .describe("A refused message; the socket stays open unless a close follows. `requestId` is this error's, also in the server's log."),
 ]);
 export type RuntimeServerMessage = z.infer<typeof RuntimeServerMessage>;
 
@@ -45,7 +47,7 @@ export const ControlServerMessage = z.discriminatedUnion('type', [
     })
     .describe("The session's state changed (or, with reason `connected`, what it is when the channel opens)."),
   z.strictObject({ type: z.literal('browser.signed_out'), sessionId: z.string(), at: z.iso.datetime() }).describe('Browser SSO logout: the session is revoked; the channel closes (4401) right after.'),
-  z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string() }),
+  z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), requestId: z.string() }),
 ]);
 export type ControlServerMessage = z.infer<typeof ControlServerMessage>;
 

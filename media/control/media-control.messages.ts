@@ -106,7 +106,9 @@ export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
     .strictObject({ type: z.literal('session.ended'), reason: z.enum(['replaced', 'grant_expired', 'grant_ended', 'removed', 'room_closed']) })
     .describe('The connection closes right after: `replaced` by a newer connection of the same person (maxConcurrentSessions 1), the grant expired or ended (supersession, logout, revocation), or the member was removed.'),
   z.strictObject({ type: z.literal('pong') }),
-  z.strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), details: z.array(z.unknown()).optional() }).describe('A message that could not be read (e.g. `validation_failed`, `rate_limited`); it has no `id` to answer.'),
+  z
+    .strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), requestId: z.string(), details: z.array(z.unknown()).optional() })
+    .describe("A message that could not be read (e.g. `validation_failed`, `rate_limited`); it has no `id` to answer. `requestId` is this error's, also in the server's log."),
 ]);
 export type MediaV2ServerMessage = z.infer<typeof MediaV2ServerMessageSchema>;
 

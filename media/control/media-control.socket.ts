@@ -110,7 +110,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
     idleTimeoutSeconds: 32,
     messagesPerMinute: limits.requestsPerMinute,
     inbound: MediaV2ClientMessageSchema,
-    errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, ...(error.details ? { details: [...error.details] } : {}) }),
+    errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, requestId: error.requestId, ...(error.details ? { details: [...error.details] } : {}) }),
     async authenticate(upgrade) {
       const grantToken = socketBearer(upgrade.headers);
       const grant = await verify(grantToken);

@@ -134,7 +134,9 @@ test('an active page: ready, presence through the session actor, presence list a
   socket.send({ type: 'ping', ref: 'x' });
   assert.equal(await socket.next('pong'), { type: 'pong', ref: 'x' });
   socket.send({ type: 'presence.update', state: 'asleep' });
-  assert.is((await socket.next('error')).code, 'validation_failed');
+  const refused = await socket.next('error');
+  assert.is(refused.code, 'validation_failed');
+  assert.match(String(refused.requestId), /\S/, 'an in-band error carries its request id');
   socket.ws.close();
   jonSocket.ws.close();
   await jonPage.release();

@@ -398,12 +398,17 @@ test('a handler that throws (async) is logged, the client gets an error message,
   const client = await openClient('/echo', [JSON_PROTOCOL]);
   client.ws.send(JSON.stringify({ type: 'fail' }));
   const internal = await nextMessage(client, 0);
-  assert.equal(internal.value, { type: 'error', code: 'internal_error', message: 'the server failed to handle the message' });
-  assert.ok(logs.some((l) => l.level >= 50 && l.msg === 'message handler failed' && l.endpoint === 'echo'));
+  const { requestId, ...rest } = internal.value as { requestId: string };
+  assert.equal(rest, { type: 'error', code: 'internal_error', message: 'the server failed to handle the message' });
+  // The error's request id leads to its log line, stack included.
+  assert.ok(logs.some((l) => l.level >= 50 && l.msg === 'message handler failed' && l.endpoint === 'echo' && (l as { requestId?: string }).requestId === requestId));
 
   client.ws.send(JSON.stringify({ type: 'refuse' }));
   const refused = await nextMessage(client, 1);
-  assert.equal(refused.value, { type: 'error', code: 'echo_refused', message: 'this message is refused on purpose' });
+  const { requestId: refusalId, ...refusal } = refused.value as { requestId: string };
+  assert.equal(refusal, { type: 'error', code: 'echo_refused', message: 'this message is refused on purpose' });
+  assert.match(refusalId, /^req_/);
+  assert.is.not(refusalId, requestId, 'each error has its own id');
 
   client.ws.send(JSON.stringify({ type: 'echo', text: 'alive' }));
   assert.is((await nextMessage(client, 2)).value.text, 'alive');

@@ -20,6 +20,8 @@ export const CloseCode = Object.freeze({
 export interface WsError {
   readonly code: string;
   readonly message: string;
+  /** Minted for this error and logged with it, so a client's report leads an operator to the server's log line. */
+  readonly requestId: string;
   readonly details?: readonly ErrorDetail[];
 }
 

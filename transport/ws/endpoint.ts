@@ -32,7 +32,8 @@
  *         goes first. (4000 + 429.)
  *   Heartbeat failures are uWS's: a peer silent for idleTimeoutSeconds is cut, reported as 1006.
  *
- * In-band error messages: `{ type: 'error', code, message, details? }` unless the endpoint renders its own
+ * In-band error messages: `{ type: 'error', code, message, requestId, details? }` unless the endpoint renders its own;
+ * `requestId` is minted for the error and logged with it (the spec: every error has a stable code and a request id)
  *   validation_failed  the decoded message failed the `inbound` schema, or holds text Postgres cannot keep (U+0000,
  *                      an unpaired surrogate: detail code `unstorable_text`); `details` point into it (JSON Pointers).
  *                      The connection stays open: one bad message is a client bug to report, not a session to drop.
@@ -86,7 +87,7 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   onMessage?(conn: WsConnection<TUser, TOut>, message: TIn): void | Promise<void>;
   /** After the socket closed: `conn.send` is a no-op from here. */
   onClose?(conn: WsConnection<TUser, TOut>, code: number, reason: string): void | Promise<void>;
-  /** Renders a framework error as this protocol's own error message; default `{ type: 'error', code, message }`. */
+  /** Renders a framework error as this protocol's own error message; default `{ type: 'error', code, message, requestId, details? }`. */
   errorMessage?(error: WsError): TOut;
 }
 
@@ -221,14 +222,19 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     data.upgrading = false;
   }
 
+  /** Sends an in-band error under a request id of its own, logged with the same id. */
+  function refuseMessage(conn: EndpointConnection<TUser, TOut>, error: Omit<WsError, 'requestId'>, log: { level: 'info' | 'error'; msg: string; err?: unknown }): void {
+    const requestId = deps.newRequestId();
+    conn.logger[log.level]({ requestId, code: error.code, ...(log.err === undefined ? {} : { err: log.err }) }, log.msg);
+    conn.sendError({ ...error, requestId });
+  }
+
   function handlerFailed(conn: EndpointConnection<TUser, TOut>, error: unknown): void {
     if (error instanceof HttpError) {
-      conn.logger.info({ code: error.code }, 'message handler refused the message');
-      conn.sendError({ code: error.code, message: error.message, ...detailsOf(error.details) });
+      refuseMessage(conn, { code: error.code, message: error.message, ...detailsOf(error.details) }, { level: 'info', msg: 'message handler refused the message' });
       return;
     }
-    conn.logger.error({ err: error }, 'message handler failed');
-    conn.sendError({ code: 'internal_error', message: 'the server failed to handle the message' });
+    refuseMessage(conn, { code: 'internal_error', message: 'the server failed to handle the message' }, { level: 'error', msg: 'message handler failed', err: error });
   }
 
   function receive(socket: SocketData<TUser, TOut>, payload: ArrayBuffer, isBinary: boolean): void {
@@ -243,7 +249,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       return;
     }
     if (!conn.admitMessage()) {
-      conn.sendError({ code: 'rate_limited', message: `more than ${endpoint.messagesPerMinute} messages per minute` });
+      refuseMessage(conn, { code: 'rate_limited', message: `more than ${endpoint.messagesPerMinute} messages per minute` }, { level: 'info', msg: 'client over its message rate' });
       conn.close(CloseCode.rateLimited, 'rate limited');
       return;
     }
@@ -260,13 +266,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     }
     const unstorable = unstorableTextAt(decoded);
     if (unstorable !== undefined) {
-      conn.sendError({ code: 'validation_failed', message: 'the message did not validate', details: [unstorableTextDetail(unstorable, 'body')] });
+      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [unstorableTextDetail(unstorable, 'body')] }, { level: 'info', msg: 'message refused' });
       return;
     }
     const parsed = endpoint.inbound.safeParse(decoded);
     if (!parsed.success) {
       const details = parsed.error.issues.map((issue) => issueDetail(issue));
-      conn.sendError({ code: 'validation_failed', message: 'the message did not validate', details });
+      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details }, { level: 'info', msg: 'message refused' });
       return;
     }
     const data = parsed.data;
