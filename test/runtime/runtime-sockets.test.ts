@@ -159,6 +159,27 @@ test('a superseded page is told and its socket closed with 4409; the open socket
   clock.advance(60_000);
 });
 
+test('a released page closes 4410; a page of the same person in another Environment takes the lease: 4409', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  await socket.next('ready');
+  assert.is((await page.release()).status, 200);
+  assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'released' });
+  assert.is((await socket.closed).code, 4410);
+
+  // One lease per person, whatever the Environment: the page elsewhere evicts this one.
+  const here = await (await ida.runtime(env)).open();
+  const hereSocket = await runtimeSocket(here);
+  await hereSocket.next('ready');
+  const elsewhere = await testEnvironment(server.opsUrl, 'idas-other-world', 'ida');
+  const there = await (await ida.runtime(elsewhere)).open();
+  assert.equal(await hereSocket.next('lease.ended'), { type: 'lease.ended', reason: 'superseded' });
+  assert.is((await hereSocket.closed).code, 4409);
+  assert.is((await jsonOf(await here.read())).status, 'superseded');
+  assert.is((await jsonOf(await there.read())).status, 'active');
+  await there.release();
+});
+
 test('the control channel: control token only, read-only, streams activity; open to standby and superseded sessions', async () => {
   const page = await ida.runtime(env);
   await page.createSession();
