@@ -109,6 +109,10 @@ test('the runtime socket refuses what the fence refuses, at the upgrade', async 
   thief.sessionId = page.sessionId;
   thief.lease = page.lease;
   await refused(runtimeSocket(thief), 404, 'runtime_session_not_found');
+  // Not a handshake at all: the gateway behind the sockets does not call the path unknown.
+  const plain = await fetch(page.socketUrl().replace(/^ws/, 'http'));
+  assert.is(plain.status, 426);
+  assert.is(((await plain.json()) as { code?: string }).code, 'websocket_upgrade_required');
   await page.release();
 });
 

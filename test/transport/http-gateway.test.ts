@@ -186,11 +186,27 @@ test('unknown route: 404 ApiError with a request id in body and header', async (
   assertApiError(await jsonOf(res), 404, 'route_not_found', id);
 });
 
-test('wrong method: 405 with Allow', async () => {
+test('wrong method: 405 with Allow; HEAD is GET without its body', async () => {
   const res = await fetch(`${server.url}/v1/test/echo`);
   assert.is(res.status, 405);
   assert.is(res.headers.get('allow'), 'POST');
   assertApiError(await jsonOf(res), 405, 'method_not_allowed', res.headers.get('x-request-id'));
+
+  const get = await fetch(`${server.url}/v1/test/items/itm_1?limit=3`);
+  const head = await fetch(`${server.url}/v1/test/items/itm_1?limit=3`, { method: 'HEAD' });
+  assert.is(head.status, 200);
+  assert.is(head.headers.get('content-type'), get.headers.get('content-type'));
+  assert.is(head.headers.get('content-length'), String((await get.arrayBuffer()).byteLength));
+  assert.is((await head.arrayBuffer()).byteLength, 0);
+  assert.match(head.headers.get('x-request-id') ?? '', /^req_/);
+  // A refusal keeps its status and headers, still without a body; a route with no GET does not take HEAD.
+  const badHead = await fetch(`${server.url}/v1/test/items/nope`, { method: 'HEAD' });
+  assert.is(badHead.status, 400);
+  assert.is((await badHead.arrayBuffer()).byteLength, 0);
+  const noGet = await fetch(`${server.url}/v1/test/echo`, { method: 'HEAD' });
+  assert.is(noGet.status, 405);
+  const withGet = await fetch(`${server.url}/v1/test/items/itm_1`, { method: 'DELETE' });
+  assert.is(withGet.headers.get('allow'), 'GET, HEAD');
 });
 
 test('malformed JSON: 400 malformed_json, in the route format (ApiError and Problem)', async () => {

@@ -259,6 +259,19 @@ test('only unsupported subprotocols: the upgrade is refused with 400 unsupported
   assert.match(String(refused.body.detail), `${JSON_PROTOCOL}, ${MSGPACK_PROTOCOL}`);
 });
 
+test('a plain GET of a WebSocket path (no handshake): 426 websocket_upgrade_required with Upgrade: websocket', async () => {
+  const res = await fetch(`http://127.0.0.1:${port}/echo`);
+  assert.is(res.status, 426);
+  assert.is(res.headers.get('upgrade'), 'websocket');
+  assert.is(res.headers.get('content-type'), 'application/problem+json');
+  const body = (await res.json()) as Record<string, unknown>;
+  assert.is(body.code, 'websocket_upgrade_required');
+  assert.is(body.requestId, res.headers.get('x-request-id'));
+  // The handshake on the same path still opens.
+  const client = await openClient('/echo', [JSON_PROTOCOL]);
+  client.ws.close(1000);
+});
+
 test('authenticate throwing HttpError(401): the upgrade is refused with a problem+json 401', async () => {
   const refused = await refusedUpgrade('/echo', [JSON_PROTOCOL], { authorization: 'Bearer bad' });
   assert.is(refused.status, 401);

@@ -127,6 +127,7 @@ const TITLES: Readonly<Record<number, string>> = {
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
+  426: 'Upgrade Required',
   428: 'Precondition Required',
   429: 'Too Many Requests',
   500: 'Internal Server Error',

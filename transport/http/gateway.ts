@@ -155,8 +155,10 @@ export class HttpGateway {
       if (match.kind === 'not_found') throw new HttpError(404, 'route_not_found', `no route ${request.method} ${request.path}`, { family: 'catalog' });
       if (match.kind === 'bad_path') throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding');
       if (match.kind === 'method_not_allowed') {
+        const allowed = match.allowed.map((m) => m.toUpperCase());
+        if (allowed.includes('GET')) allowed.push('HEAD');
         throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
-          headers: { allow: match.allowed.map((m) => m.toUpperCase()).join(', ') },
+          headers: { allow: allowed.join(', ') },
         });
       }
       const route = match.route;
@@ -205,7 +207,9 @@ export class HttpGateway {
         if (typeof value === 'string') res.writeHeader(name, value);
         else for (const each of value as readonly string[]) res.writeHeader(name, each);
       }
-      res.end(reply.body);
+      // HEAD: the headers GET would send, Content-Length included, and no body.
+      if (request.method === 'HEAD') res.endWithoutBody(Buffer.byteLength(reply.body));
+      else res.end(reply.body);
     });
     const durationMs = performance.now() - started;
     this.#options.observer?.requestCompleted(operation, request.method, reply.status, durationMs);

@@ -56,7 +56,9 @@ export class Router {
   }
 
   #resolve(methods: Map<HttpMethod, Compiled>, method: string, parts: readonly string[]): RouteMatch {
-    const compiled = methods.get(method.toLowerCase() as HttpMethod);
+    // HEAD is GET without the body (RFC 9110 §9.3.2): every GET route answers it; the gateway drops the body.
+    const name = method.toLowerCase();
+    const compiled = name === 'head' ? methods.get('get') : methods.get(name as HttpMethod);
     if (!compiled) return { kind: 'method_not_allowed', allowed: [...methods.keys()] };
     const params: Record<string, string> = {};
     try {
