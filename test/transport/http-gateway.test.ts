@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as z from 'zod';
@@ -207,6 +207,32 @@ test('wrong method: 405 with Allow; HEAD is GET without its body', async () => {
   assert.is(noGet.status, 405);
   const withGet = await fetch(`${server.url}/v1/test/items/itm_1`, { method: 'DELETE' });
   assert.is(withGet.headers.get('allow'), 'GET, HEAD');
+
+  // A HEAD response is finished: the next request on the same keep-alive connection is answered.
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const sockets = new Set<unknown>();
+  const onOne = (method: string, path: string) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${server.url}${path}`, { method, agent }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('socket', (socket) => sockets.add(socket));
+      req.setTimeout(3_000, () => req.destroy(new Error(`${method} ${path} got no answer`)));
+      req.on('error', reject);
+      req.end();
+    });
+  try {
+    assert.equal(await onOne('HEAD', '/v1/test/items/itm_1'), { status: 200, body: '' });
+    assert.equal(await onOne('HEAD', '/v1/nothing-here'), { status: 404, body: '' });
+    const after = await onOne('GET', '/v1/test/items/itm_1?limit=2');
+    assert.is(after.status, 200);
+    assert.equal(JSON.parse(after.body), { name: 'itm_1', count: 2 });
+    assert.is(sockets.size, 1, 'all three on one connection');
+  } finally {
+    agent.destroy();
+  }
 });
 
 test('malformed JSON: 400 malformed_json, in the route format (ApiError and Problem)', async () => {

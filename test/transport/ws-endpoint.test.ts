@@ -267,6 +267,9 @@ test('a plain GET of a WebSocket path (no handshake): 426 websocket_upgrade_requ
   const body = (await res.json()) as Record<string, unknown>;
   assert.is(body.code, 'websocket_upgrade_required');
   assert.is(body.requestId, res.headers.get('x-request-id'));
+  const head = await fetch(`http://127.0.0.1:${port}/echo`, { method: 'HEAD' });
+  assert.is(head.status, 426);
+  assert.is((await head.arrayBuffer()).byteLength, 0);
   // The handshake on the same path still opens.
   const client = await openClient('/echo', [JSON_PROTOCOL]);
   client.ws.close(1000);

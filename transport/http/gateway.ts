@@ -207,8 +207,7 @@ export class HttpGateway {
         if (typeof value === 'string') res.writeHeader(name, value);
         else for (const each of value as readonly string[]) res.writeHeader(name, each);
       }
-      // HEAD: the headers GET would send, Content-Length included, and no body.
-      if (request.method === 'HEAD') res.endWithoutBody(Buffer.byteLength(reply.body));
+      if (request.method === 'HEAD') endHead(res, reply.status, Buffer.byteLength(reply.body));
       else res.end(reply.body);
     });
     const durationMs = performance.now() - started;
@@ -302,6 +301,16 @@ function replayedUnder(result: StoredResult, requestId: string): StoredResult {
   if (typeof body.requestId === 'string') body.requestId = requestId;
   if (body.error && typeof body.error.requestId === 'string') body.error.requestId = requestId;
   return { ...result, body: Buffer.from(JSON.stringify(body)) };
+}
+
+/**
+ * HEAD: the headers GET would send, Content-Length included (none for 204 and 304, RFC 9110), and no body. The length
+ * is written as a header: given to endWithoutBody, uWS waits for that many body bytes and never finishes the response,
+ * so the connection's next request goes unanswered and its idle timeout stops applying.
+ */
+export function endHead(res: HttpResponse, status: number, contentLength: number): void {
+  if (status !== 204 && status !== 304) res.writeHeader('content-length', String(contentLength));
+  res.endWithoutBody();
 }
 
 function toStored(rendered: ReturnType<typeof renderError>): StoredResult {

@@ -340,13 +340,15 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   });
 
   // uWS passes a GET without the WebSocket handshake on to the next route, where the path would look unknown (404).
-  app.get(endpoint.path, (res) => {
+  const upgradeRequired = (head: boolean) => (res: HttpResponse): void => {
     res.onAborted(() => {});
     const refusal = new HttpError(426, 'websocket_upgrade_required', `${endpoint.path} is a WebSocket endpoint: open it with a WebSocket handshake`, {
       headers: { upgrade: 'websocket' },
     });
-    refuseUpgrade(res, refusal, deps.newRequestId());
-  });
+    refuseUpgrade(res, refusal, deps.newRequestId(), head);
+  };
+  app.get(endpoint.path, upgradeRequired(false));
+  app.head(endpoint.path, upgradeRequired(true));
 
   return Object.freeze({
     name: endpoint.name,

@@ -1,4 +1,5 @@
 import { renderError, statusTitle, type HttpError } from '../http/errors.js';
+import { endHead } from '../http/gateway.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 
 /**
@@ -54,15 +55,20 @@ export function captureUpgradeRequest(
   });
 }
 
-/** Answers the upgrade request with an HTTP error instead of switching protocols. The caller checks for abort. */
-export function refuseUpgrade(res: HttpResponse, error: HttpError, requestId: string): void {
+/**
+ * Answers the upgrade request with an HTTP error instead of switching protocols; `head`: the request was a HEAD, so
+ * the headers go without the body. The caller checks for abort.
+ */
+export function refuseUpgrade(res: HttpResponse, error: HttpError, requestId: string, head = false): void {
   const rendered = renderError(error, 'problem', requestId);
+  const body = JSON.stringify(rendered.body);
   res.cork(() => {
     res.writeStatus(`${rendered.status} ${statusTitle(rendered.status)}`);
     for (const [name, value] of Object.entries(rendered.headers)) res.writeHeader(name, value);
     res.writeHeader('content-type', rendered.contentType);
     res.writeHeader('cache-control', 'no-store');
     res.writeHeader('x-request-id', requestId);
-    res.end(JSON.stringify(rendered.body));
+    if (head) endHead(res, rendered.status, Buffer.byteLength(body));
+    else res.end(body);
   });
 }
