@@ -64,7 +64,7 @@ export interface DurableAssertionUses {
  * Remembers assertion ids until they could no longer pass the time check, so each is accepted once. Memory decides
  * every check, at once and for concurrent uses of one id alike; the durable record is written before the request
  * acts and read back by `open`, so an id used before a restart is still refused after it. One process owns the
- * record: two servers sharing a database would not see each other's ids (cluster mode must add a shared check).
+ * record (claimDatabase keeps a second server off the database; cluster mode must add a shared check).
  */
 export class ReplayGuard {
   readonly #seen = new Map<string, number>();

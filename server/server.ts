@@ -6,6 +6,7 @@ import { systemClock, type Clock } from '../actors/clock.js';
 import { InProcessOwnership } from '../actors/ownership.js';
 import type { ActorStore } from '../storage/actor-store.js';
 import { connectStorage, type StorageConnection } from '../storage/connect.js';
+import { claimDatabase } from '../storage/database-owner.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../storage/embedded-postgres.js';
 import { migrateToLatest } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
@@ -127,6 +128,7 @@ export async function startServer(
       onError: (err) => logger.warn({ err }, 'idle database connection failed'),
     });
     cleanups.push(() => storage.close());
+    cleanups.push(await claimDatabase(databaseUrl, logger));
     const applied = await migrateToLatest(storage.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
 
