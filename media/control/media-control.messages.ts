@@ -88,7 +88,11 @@ export type RoomView = z.infer<typeof RoomViewSchema>;
 
 export const ProducerViewSchema = z.strictObject({ producerId: MediaId, memberId: MemberId, kind: z.enum(['audio', 'video']), source: MediaSourceSchema });
 
-const ErrorBody = z.strictObject({ code: z.string(), message: z.string() });
+const ErrorBody = z.strictObject({
+  code: z.string(),
+  message: z.string(),
+  requestId: z.string().describe('Minted for this refusal and logged with it, for support (every error carries a request id).'),
+});
 
 export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
   z

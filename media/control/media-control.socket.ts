@@ -153,7 +153,11 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
     },
     async onMessage(conn, message) {
       const answer = (result: Record<string, unknown>): void => void conn.send({ type: 'response', id: message.id, ok: true, result });
-      const fail = (code: string, text: string): void => void conn.send({ type: 'response', id: message.id, ok: false, error: { code, message: text } });
+      const fail = (code: string, text: string): void => {
+        const requestId = conn.newRequestId();
+        conn.logger.info({ requestId, code, request: message.type }, 'media request refused');
+        conn.send({ type: 'response', id: message.id, ok: false, error: { code, message: text, requestId } });
+      };
       try {
         if (message.type === 'ping') return answer({});
         if (message.type === 'grant.refresh') {

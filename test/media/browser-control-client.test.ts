@@ -138,7 +138,7 @@ async function answer(connection: Connection, text: string): Promise<void> {
         return;
       }
       case 'hand.raise':
-        send(connection.socket, { type: 'response', id, ok: false, error: { code: 'raise_hand_disabled', message: 'this space has no raise-hand queue' } });
+        send(connection.socket, { type: 'response', id, ok: false, error: { code: 'raise_hand_disabled', message: 'this space has no raise-hand queue', requestId: 'req_fake-refusal-01' } });
         return;
       case 'transport.create':
       case 'transport.connect':
@@ -160,7 +160,7 @@ async function answer(connection: Connection, text: string): Promise<void> {
         reply({});
     }
   } catch (error) {
-    send(connection.socket, { type: 'response', id, ok: false, error: { code: 'failed', message: String(error) } });
+    send(connection.socket, { type: 'response', id, ok: false, error: { code: 'failed', message: String(error), requestId: 'req_fake-refusal-02' } });
   }
 }
 
@@ -182,7 +182,7 @@ test('requests are matched by id; refusals are recorded and surface through expe
   assert.is.not(first?.id, second?.id);
 
   const refusal = await page.expectRefusal('hand.raise', () => page.api.raiseHand());
-  assert.equal(refusal, { code: 'raise_hand_disabled', message: 'this space has no raise-hand queue' });
+  assert.equal(refusal, { code: 'raise_hand_disabled', message: 'this space has no raise-hand queue', requestId: 'req_fake-refusal-01' });
 
   const socket = connections.find((c) => c.grant === 'requests')?.socket;
   socket?.send(JSON.stringify({ type: 'room.state', room: { revision: 1 } }));

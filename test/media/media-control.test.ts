@@ -137,6 +137,7 @@ test('a stage: moderator seated, listener raises a hand, gets an offer, accepts;
 
   const notSeated = await listener.request('produce', { transportId: 'none', kind: 'audio', source: 'microphone', rtpParameters: {} });
   assert.equal([notSeated.ok, notSeated.error?.code], [false, 'scope_missing'], 'no media:publish in the grant');
+  assert.match(notSeated.error?.requestId ?? '', /^req_[\w-]{16}$/, 'a refusal carries a request id of its own');
   const offerByListener = await listener.request('speaker.offer', { target: self.memberId });
   assert.is(offerByListener.error?.code, 'not_moderator');
 

@@ -41,6 +41,11 @@ export interface WsConnection<TUser, TOut> {
   readonly logger: Logger;
   readonly closed: boolean;
   /**
+   * Mints a request id (the endpoint's generator) for a refusal the handler answers in its own protocol, so it carries
+   * one like the framework's `error` messages do; log it with the refusal.
+   */
+  newRequestId(): string;
+  /**
    * Encodes and sends. False when the connection is closed, or when this send pushed it past its backpressure limit,
    * in which case it has just been closed with 4008. Throws only if the message cannot be encoded. Messages sent in
    * one tick leave together, in order, at its end (or sooner, before a close or near the limit).
@@ -82,6 +87,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   readonly #encoder: WsCodec;
   readonly #limits: ConnectionLimits;
   readonly #renderError: (error: WsError) => unknown;
+  readonly #newRequestId: () => string;
   readonly #bucket: TokenBucket | undefined;
   #socket: WebSocket<SocketData<TUser, TOut>> | undefined;
   #closed = false;
@@ -103,6 +109,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     logger: Logger;
     limits: ConnectionLimits;
     renderError: (error: WsError) => unknown;
+    newRequestId: () => string;
   }) {
     this.id = options.id;
     this.user = options.user;
@@ -111,12 +118,17 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     this.#encoder = options.codec;
     this.#limits = options.limits;
     this.#renderError = options.renderError;
+    this.#newRequestId = options.newRequestId;
     const perMinute = options.limits.messagesPerMinute;
     this.#bucket = perMinute === undefined ? undefined : new TokenBucket(perMinute);
   }
 
   get closed(): boolean {
     return this.#closed;
+  }
+
+  newRequestId(): string {
+    return this.#newRequestId();
   }
 
   /** Called from the uWS `open` handler. */

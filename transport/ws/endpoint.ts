@@ -208,6 +208,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       logger: logger.child({ connectionId: request.requestId }),
       limits: { maxBackpressureBytes: endpoint.maxBackpressureBytes, messagesPerMinute: endpoint.messagesPerMinute },
       renderError,
+      newRequestId: deps.newRequestId,
     });
     const data: SocketData<TUser, TOut> = { connection, codec: choice.codec, upgrading: true };
     res.cork(() => {
@@ -224,7 +225,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
 
   /** Sends an in-band error under a request id of its own, logged with the same id. */
   function refuseMessage(conn: EndpointConnection<TUser, TOut>, error: Omit<WsError, 'requestId'>, log: { level: 'info' | 'error'; msg: string; err?: unknown }): void {
-    const requestId = deps.newRequestId();
+    const requestId = conn.newRequestId();
     conn.logger[log.level]({ requestId, code: error.code, ...(log.err === undefined ? {} : { err: log.err }) }, log.msg);
     conn.sendError({ ...error, requestId });
   }

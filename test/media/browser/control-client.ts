@@ -209,7 +209,7 @@ export class ControlClient {
     clearTimeout(pending.timer);
     const record: ControlResponseRecord = response.ok
       ? { id: response.id, type: pending.type, ok: true, result: response.result ?? {} }
-      : { id: response.id, type: pending.type, ok: false, error: response.error ?? { code: 'unknown', message: 'refused without an error body' } };
+      : { id: response.id, type: pending.type, ok: false, error: response.error ?? { code: 'unknown', message: 'refused without an error body', requestId: '' } };
     this.#responses.push(record);
     pending.resolve(record);
   }

@@ -48,7 +48,7 @@ export interface ProducerMeasurement {
 /** One answered control request, in arrival order, refusals included. */
 export type ControlResponseRecord =
   | { readonly id: string; readonly type: string; readonly ok: true; readonly result: Readonly<Record<string, unknown>> }
-  | { readonly id: string; readonly type: string; readonly ok: false; readonly error: { readonly code: string; readonly message: string } };
+  | { readonly id: string; readonly type: string; readonly ok: false; readonly error: { readonly code: string; readonly message: string; readonly requestId: string } };
 
 /** How the control socket closed (the browser's CloseEvent). */
 export interface ControlCloseRecord {
