@@ -88,7 +88,7 @@ export class BackendGrants {
     return coordinated(async () => {
       const backend = await this.backendOf(caller.environmentId);
       if (!backend) {
-        throw new HttpError(409, 'environment_backend_not_declared', 'this Environment has declared no backend, so no grant can be issued for it', { family: 'runtime' });
+        throw new HttpError(409, 'environment_backend_not_declared', 'this Environment has declared no backend, so no grant can be issued for it', { family: 'catalog' });
       }
       refuseUndeclaredScopes(request.scopes, backend.scopes, 'the Environment');
       const { token, hash } = newOpaqueToken('ebg');

@@ -107,7 +107,6 @@ export function refuseUndeclaredScopes(requested: readonly string[], declared: r
   const undeclared = requested.map((scope, i) => [scope, i] as const).filter(([scope]) => !declared.includes(scope));
   if (undeclared.length === 0) return;
   throw new HttpError(422, 'scope_not_declared', `${who} declares no scope ${undeclared.map(([scope]) => scope).join(', ')}`, {
-    family: 'runtime',
     details: undeclared.map(([scope, i]) => ({ pointer: `/scopes/${i}`, in: 'body' as const, code: 'not_declared', message: `${scope} is not among the scopes ${who} declares: ${declared.join(', ')}` })),
   });
 }

@@ -5,7 +5,7 @@ import { hashToken, newOpaqueToken } from '../identity/opaque-tokens.js';
 import type { PluginRelease } from '../plugins/plugin-catalog.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
-import { HttpError, validationDetails, type ErrorDetail } from '../transport/http/errors.js';
+import { HttpError, validationDetails } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
 import { fencedGrantColumns, liveFencedGrant, refuseUndeclaredScopes, type IssuingFence, type LiveFencedGrant } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
@@ -34,9 +34,6 @@ export interface LivePluginGrant extends LiveFencedGrant {
   readonly context: Readonly<Record<string, string>>;
 }
 
-const problem = (status: number, code: string, message: string, details?: ErrorDetail[]): HttpError =>
-  new HttpError(status, code, message, details ? { family: 'runtime', details } : { family: 'runtime' });
-
 /**
  * Plugin Grants: an active Runtime whose installed Plugin requests the platform permission `plugin-grant:request`
  * obtains a short-lived grant for one of that Plugin's backend components, with scopes among the component's and a
@@ -62,25 +59,22 @@ export class PluginGrants {
   ): Promise<IssuedPluginGrant> {
     return coordinated(async () => {
       const release = await this.installed(caller.environmentId, pluginId);
-      if (!release) throw problem(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`);
+      if (!release) throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'catalog' });
       if (!release.platformPermissions.includes(PLUGIN_GRANT_PERMISSION)) {
-        throw problem(403, 'plugin_permission_not_requested', `${pluginId} does not request the platform permission ${PLUGIN_GRANT_PERMISSION}`);
+        throw new HttpError(403, 'plugin_permission_not_requested', `${pluginId} does not request the platform permission ${PLUGIN_GRANT_PERMISSION}`, { family: 'catalog' });
       }
       const component = release.backendComponents.find((c) => c.id === request.component);
       if (!component) {
-        throw problem(422, 'plugin_component_unknown', `${pluginId} has no backend component ${request.component}`, [
-          { pointer: '/component', in: 'body', code: 'unknown', message: `components: ${release.backendComponents.map((c) => c.id).join(', ')}` },
-        ]);
+        throw new HttpError(422, 'plugin_component_unknown', `${pluginId} has no backend component ${request.component}`, {
+          details: [{ pointer: '/component', in: 'body', code: 'unknown', message: `components: ${release.backendComponents.map((c) => c.id).join(', ')}` }],
+        });
       }
       refuseUndeclaredScopes(request.scopes, component.grantScopes, `the ${component.id} component`);
       const context = component.context.safeParse(request.context);
       if (!context.success) {
-        throw problem(
-          422,
-          'grant_context_invalid',
-          `the context of a ${component.id} grant is exactly the properties its schema names`,
-          validationDetails(context.error, 'body').map((detail) => ({ ...detail, pointer: `/context${detail.pointer}` })),
-        );
+        throw new HttpError(422, 'grant_context_invalid', `the context of a ${component.id} grant is exactly the properties its schema names`, {
+          details: validationDetails(context.error, 'body').map((detail) => ({ ...detail, pointer: `/context${detail.pointer}` })),
+        });
       }
       const { token, hash } = newOpaqueToken('pgt');
       const grantId = newId('pgr');

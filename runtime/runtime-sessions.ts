@@ -166,7 +166,8 @@ export class RuntimeSessions {
    * The fence of active-only calls: the session must be the caller's, alive, and hold the person's lease with exactly
    * this id and version. Renews the lease when a third of its time has passed, so a Runtime in use keeps it. A call
    * without lease claims (`lease` undefined) learns why it has none: standby or superseded, or 400 when the session
-   * is active and the claims were merely left out.
+   * is active and the claims were merely left out. A standby or superseded session gets its state's code whatever it
+   * claims.
    */
   async requireLease(caller: SessionOwner, sessionId: string, lease: { readonly leaseId: string; readonly version: number } | undefined): Promise<RuntimeSessionState> {
     const state = await this.liveSession(caller, sessionId);
@@ -175,7 +176,8 @@ export class RuntimeSessions {
       this.#renewIfDue(caller.accountId, holder);
       return state;
     }
-    if (state.status === 'standby' && (lease === undefined || state.context.seenVersion === 0)) {
+    // A lapsed lease leaves its session on standby, so its old claims hear that (the spec's code for a standby session).
+    if (state.status === 'standby') {
       throw problem(409, 'runtime_session_standby', 'this session is on standby: activate it (POST /v1/runtime/session/activate) before this call');
     }
     if (state.status === 'superseded') {

@@ -150,7 +150,6 @@ export class PluginSettings {
       const current = resolveSettings(release.pluginId, release.settingsSchema, leaves);
       if (!expectedTags.includes(current.etag)) {
         throw new HttpError(412, 'settings_tag_mismatch', 'the settings changed since this tag was read; read them again and retry', {
-          family: 'runtime',
           headers: { etag: current.etag },
         });
       }

@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { assertProblem } from '../support/identity.js';
+import { assertApiError, assertProblem } from '../support/identity.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { runRegistryAdmin } from '../support/process.js';
 import { startTestServer } from '../support/server.js';
@@ -132,26 +132,26 @@ test('the Runtime fence: no token, no session, a standby session, a superseded o
 
 test('a Plugin the caller\'s Environment has not installed is 404, though another Environment has it', async () => {
   const inBare = await (await olga.runtime(bare)).open();
-  await assertProblem(await inBare.fenced(MEDIA), 404, 'plugin_not_installed');
-  await assertProblem(await put(inBare, '"anything"', { layer: 'user', settings: { volume: 0.5 } }), 404, 'plugin_not_installed');
-  await assertProblem(await clear(inBare, '"anything"', 'layer=user'), 404, 'plugin_not_installed');
-  await assertProblem(await inBare.fenced('/v1/runtime/plugins/plg_nothing/settings'), 404, 'plugin_not_installed');
-  await assertProblem(await inBare.fenced('/v1/runtime/plugins/media/settings'), 400, 'validation_failed');
+  await assertApiError(await inBare.fenced(MEDIA), 404, 'plugin_not_installed');
+  await assertApiError(await put(inBare, '"anything"', { layer: 'user', settings: { volume: 0.5 } }), 404, 'plugin_not_installed');
+  await assertApiError(await clear(inBare, '"anything"', 'layer=user'), 404, 'plugin_not_installed');
+  await assertApiError(await inBare.fenced('/v1/runtime/plugins/plg_nothing/settings'), 404, 'plugin_not_installed');
+  await assertApiError(await inBare.fenced('/v1/runtime/plugins/media/settings'), 400, 'validation_failed');
   olgaInWorld = await (await olga.runtime(world)).open();
 });
 
 test('If-Match: missing or * is 428, malformed 400, weak or stale 412 with the current ETag; nothing is written', async () => {
   const current = await read(peteInWorld);
   const body = { layer: 'user', settings: { volume: 0.5 } };
-  await assertProblem(await put(peteInWorld, undefined, body), 428, 'if_match_required');
-  await assertProblem(await put(peteInWorld, '*', body), 428, 'if_match_required');
-  await assertProblem(await put(peteInWorld, 'no-quotes', body), 400, 'if_match_invalid');
-  await assertProblem(await put(peteInWorld, `W/${current.etag}`, body), 412, 'settings_tag_mismatch');
+  await assertApiError(await put(peteInWorld, undefined, body), 428, 'if_match_required');
+  await assertApiError(await put(peteInWorld, '*', body), 428, 'if_match_required');
+  await assertApiError(await put(peteInWorld, 'no-quotes', body), 400, 'if_match_invalid');
+  await assertApiError(await put(peteInWorld, `W/${current.etag}`, body), 412, 'settings_tag_mismatch');
   const stale = await put(peteInWorld, '"ps1-stale"', body);
-  await assertProblem(stale, 412, 'settings_tag_mismatch');
+  await assertApiError(stale, 412, 'settings_tag_mismatch');
   assert.is(stale.headers.get('etag'), current.etag, 'the refusal carries the current tag');
-  await assertProblem(await clear(peteInWorld, undefined, 'layer=user'), 428, 'if_match_required');
-  await assertProblem(await clear(peteInWorld, '"ps1-stale"', 'layer=user'), 412, 'settings_tag_mismatch');
+  await assertApiError(await clear(peteInWorld, undefined, 'layer=user'), 428, 'if_match_required');
+  await assertApiError(await clear(peteInWorld, '"ps1-stale"', 'layer=user'), 412, 'settings_tag_mismatch');
   assert.equal(await read(peteInWorld), current);
   assert.equal(await storedLeaves(), []);
   // A list naming the current tag among others matches.
@@ -168,8 +168,8 @@ test('each setting only at its scopes: session settings are never stored, volume
   const refused = async (body: unknown, status: number, code: string, errors?: Array<[string, string]>): Promise<void> => {
     const res = await put(peteInWorld, etag, body);
     const copy = res.clone();
-    await assertProblem(res, status, code);
-    if (errors) assert.equal(((await jsonOf(copy)).errors as Array<{ pointer: string; code: string }>).map((e) => [e.pointer, e.code]), errors);
+    await assertApiError(res, status, code);
+    if (errors) assert.equal((((await jsonOf(copy)).error as { details: unknown }).details as Array<{ pointer: string; code: string }>).map((e) => [e.pointer, e.code]), errors);
   };
   await refused({ layer: 'user', settings: { inputDeviceId: 'mic-1' } }, 422, 'setting_session_scoped', [['/settings/inputDeviceId', 'setting_session_scoped']]);
   await refused({ layer: 'user_environment', settings: { outputDeviceId: 'speaker-2' } }, 422, 'setting_session_scoped');
@@ -188,15 +188,15 @@ test('each setting only at its scopes: session settings are never stored, volume
   await refused({ layer: 'user', settings: {} }, 400, 'validation_failed');
   await refused({ layer: 'user', settings: { volume: null } }, 400, 'validation_failed');
   const query = await clear(peteInWorld, etag, 'layer=user&setting=volume&setting=inputDeviceId');
-  await assertProblem(query.clone(), 422, 'setting_session_scoped');
-  assert.equal(((await jsonOf(query)).errors as Array<{ pointer: string; in: string }>).map((e) => [e.in, e.pointer]), [['query', '/setting/1']]);
+  await assertApiError(query.clone(), 422, 'setting_session_scoped');
+  assert.equal((((await jsonOf(query)).error as { details: unknown }).details as Array<{ pointer: string; in: string }>).map((e) => [e.in, e.pointer]), [['query', '/setting/1']]);
 
   // Media 1.0.0 allows volume and defaultMuted only at plugin_default, user and user_environment: not even the
   // Environment's admin may set them for everyone.
   const owner = await read(olgaInWorld);
   const res = await put(olgaInWorld, owner.etag, { layer: 'environment', settings: { volume: 0.5, defaultMuted: false } });
-  await assertProblem(res.clone(), 422, 'setting_scope_not_allowed');
-  assert.equal(((await jsonOf(res)).errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/settings/volume', '/settings/defaultMuted']);
+  await assertApiError(res.clone(), 422, 'setting_scope_not_allowed');
+  assert.equal((((await jsonOf(res)).error as { details: unknown }).details as Array<{ pointer: string }>).map((e) => e.pointer), ['/settings/volume', '/settings/defaultMuted']);
   assert.equal(await storedLeaves(), []);
 });
 
@@ -262,7 +262,7 @@ test('DELETE of an already-empty layer (or of settings it lacks) with the curren
   assert.is(await empty.text(), '');
   const absent = await clear(peteInWorld, current.etag, 'layer=user&setting=defaultMuted');
   assert.is(absent.status, 204, 'the user layer holds volume only');
-  await assertProblem(await clear(peteInWorld, '"ps1-stale"', 'layer=user_environment'), 412, 'settings_tag_mismatch');
+  await assertApiError(await clear(peteInWorld, '"ps1-stale"', 'layer=user_environment'), 412, 'settings_tag_mismatch');
   assert.equal(await read(peteInWorld), current);
 });
 

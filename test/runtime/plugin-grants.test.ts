@@ -7,7 +7,7 @@ import { PluginGrants } from '../../runtime/plugin-grants.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { assertProblem } from '../support/identity.js';
+import { assertApiError, assertProblem } from '../support/identity.js';
 import { installPlugin, logoutBrowser, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -85,26 +85,26 @@ test('the fence: no token, no lease, a standby session are refused before anythi
 
 test('refusals: a Plugin not installed, an unknown component, a scope the component does not grant', async () => {
   const inBare = await (await ada.runtime(bare)).open();
-  await assertProblem(await inBare.pluginGrant('plg_media', controlGrant()), 404, 'plugin_not_installed');
-  await assertProblem(await inBare.pluginGrant('plg_nothing', controlGrant()), 404, 'plugin_not_installed');
+  await assertApiError(await inBare.pluginGrant('plg_media', controlGrant()), 404, 'plugin_not_installed');
+  await assertApiError(await inBare.pluginGrant('plg_nothing', controlGrant()), 404, 'plugin_not_installed');
   // ada's lease is now her Runtime in bare-world: take it back.
   adaInWorld = await (await ada.runtime(world)).open();
 
-  await assertProblem(await adaInWorld.pluginGrant('plg_media', { ...controlGrant(), component: 'recorder' }), 422, 'plugin_component_unknown');
+  await assertApiError(await adaInWorld.pluginGrant('plg_media', { ...controlGrant(), component: 'recorder' }), 422, 'plugin_component_unknown');
   const res = await adaInWorld.pluginGrant('plg_media', controlGrant(['media:connect', 'media:record']));
-  await assertProblem(res.clone(), 422, 'scope_not_declared');
-  const body = (await res.json()) as { errors: Array<{ pointer: string }> };
-  assert.equal(body.errors.map((d) => d.pointer), ['/scopes/1']);
-  await assertProblem(await adaInWorld.pluginGrant('plg_media', controlGrant(['media:connect', 'media:connect'])), 400, 'validation_failed');
-  await assertProblem(await adaInWorld.pluginGrant('plg_media', controlGrant([])), 400, 'validation_failed');
+  await assertApiError(res.clone(), 422, 'scope_not_declared');
+  const body = ((await res.json()) as { error: { details: Array<{ pointer: string }> } }).error;
+  assert.equal(body.details.map((d) => d.pointer), ['/scopes/1']);
+  await assertApiError(await adaInWorld.pluginGrant('plg_media', controlGrant(['media:connect', 'media:connect'])), 400, 'validation_failed');
+  await assertApiError(await adaInWorld.pluginGrant('plg_media', controlGrant([])), 400, 'validation_failed');
 });
 
 test('the context is exactly one property `scope`: 1–96 characters of the pattern, nothing else', async () => {
   const refused = async (context: unknown, pointer: string): Promise<void> => {
     const res = await adaInWorld.pluginGrant('plg_media', controlGrant(undefined, context));
-    await assertProblem(res.clone(), 422, 'grant_context_invalid');
-    const body = (await res.json()) as { errors: Array<{ pointer: string }> };
-    assert.ok(body.errors.some((d) => d.pointer === pointer), `${JSON.stringify(context)} → ${JSON.stringify(body.errors)}`);
+    await assertApiError(res.clone(), 422, 'grant_context_invalid');
+    const body = ((await res.json()) as { error: { details: Array<{ pointer: string }> } }).error;
+    assert.ok(body.details.some((d) => d.pointer === pointer), `${JSON.stringify(context)} → ${JSON.stringify(body.details)}`);
   };
   await refused({}, '/context/scope');
   await refused({ scope: '' }, '/context/scope');

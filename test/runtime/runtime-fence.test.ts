@@ -98,15 +98,15 @@ test('the fence: every refusal of a protected call, before the happy path', asyn
   await assertProblem(await grant(withControl), 401, 'runtime_token_invalid');
 
   // The holder passes; scopes are only those the Environment declared; an Environment without a backend has none.
-  await assertProblem(await grant(second, { scopes: ['orders:delete'] }), 422, 'scope_not_declared');
-  await assertProblem(await grant(second, { scopes: ['orders:read'], actor: 'act_someone' }), 400, 'validation_failed');
+  await assertApiError(await grant(second, { scopes: ['orders:delete'] }), 422, 'scope_not_declared');
+  await assertApiError(await grant(second, { scopes: ['orders:read'], actor: 'act_someone' }), 400, 'validation_failed');
   const made = await grant(second);
   assert.is(made.status, 201, await made.clone().text());
   const body = await jsonOf(made);
   assert.is(body.endpoint, ENDPOINT);
   assert.is(body.expiresIn, 300);
   const elsewhere = await (await gina.runtime(bare)).open();
-  await assertProblem(await grant(elsewhere), 409, 'environment_backend_not_declared');
+  await assertApiError(await grant(elsewhere), 409, 'environment_backend_not_declared');
 });
 
 test('introspection answers for the exact endpoint with what the registry derived', async () => {
@@ -151,13 +151,13 @@ test('introspection fails closed: revocation, supersession, release, expiry', as
   clock.advance(60_000);
 });
 
-test('a lease nobody renews lapses: the session returns to standby, its fence is stale, grants end', async () => {
+test('a lease nobody renews lapses: the session returns to standby, its old fence hears so, grants end', async () => {
   const page = await (await gina.runtime(env)).open();
   const { grant: token } = await issued(page);
   clock.advance((LEASE_TTL_S + 2) * 1000);
   await waitFor(async () => ((await jsonOf(await page.read())).status === 'standby' ? true : undefined), 'the lease to lapse');
   assert.equal(await introspect(token), { active: false });
-  await assertProblem(await grant(page), 409, 'runtime_lease_stale');
+  await assertProblem(await grant(page), 409, 'runtime_session_standby');
   assert.is((await page.activate()).status, 200, 'activating again takes the free lease');
   assert.is((await grant(page)).status, 201);
 });

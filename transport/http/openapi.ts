@@ -208,7 +208,9 @@ function errorResponse(route: AnyRoute, status: number): Json {
     route.errorFormat === 'problem' ||
     status === 503 ||
     (route.rateLimit !== undefined && status === 429) ||
-    (runtimeCredentials.has(route.credential) && [401, 403, 409, 429].includes(status));
+    // Runtime authorization (token, origin, missing session or lease headers, a session not the caller's), fencing
+    // and quota refusals are Problems on these statuses; their validation and catalog failures are ApiErrors.
+    (runtimeCredentials.has(route.credential) && [400, 401, 403, 404, 409, 429].includes(status));
   const content: Json =
     route.errorFormat === 'problem'
       ? { 'application/problem+json': problem }

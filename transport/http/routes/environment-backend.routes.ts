@@ -67,7 +67,7 @@ const DeclareBackendRequest = apiSchema(
 const DeclaredBackend = apiSchema('OpsEnvironmentBackend', z.strictObject({ environmentId: z.string(), endpoint: z.string(), scopes: z.array(z.string()) }));
 
 export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions: RuntimeSessions }): AnyRoute[] {
-  const common = { tags: ['Runtime'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
+  const common = { tags: ['Runtime'], errorFormat: 'api', errors: PROBLEM_TABLE_STATUSES } as const;
   return [
     defineRoute({
       ...common,

@@ -51,7 +51,7 @@ const IntrospectionResponse = apiSchema(
 const PluginParams = z.strictObject({ pluginId: z.string().regex(PLUGIN_ID) });
 
 export function pluginGrantRoutes(deps: { grants: PluginGrants; sessions: RuntimeSessions }): AnyRoute[] {
-  const common = { tags: ['Runtime'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
+  const common = { tags: ['Runtime'], errorFormat: 'api', errors: PROBLEM_TABLE_STATUSES } as const;
   return [
     defineRoute({
       ...common,

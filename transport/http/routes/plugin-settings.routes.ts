@@ -93,7 +93,7 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
     tags: ['Runtime'],
     path: '/v1/runtime/plugins/{pluginId}/settings',
     credential: 'runtimeActive',
-    errorFormat: 'problem',
+    errorFormat: 'api',
     params: Params,
   } as const;
   const write = { requestHeaders: IF_MATCH_HEADER, errors: [...PROBLEM_TABLE_STATUSES, 412, 428] } as const;
@@ -101,7 +101,7 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
     const { caller } = principalAs(principal, 'runtimeActive');
     const release = await coordinated(() => deps.installations.installed(caller.environmentId, pluginId));
     if (!release) {
-      throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'runtime' });
+      throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'catalog' });
     }
     return { caller: { accountId: caller.accountId, environmentId: caller.environmentId }, release };
   };
@@ -192,7 +192,7 @@ const ENTITY_TAG = /\s*(W\/)?("[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)/y;
 function expectedTags(headers: Readonly<Record<string, string>>): string[] {
   const header = headers['if-match']?.trim() ?? '';
   if (header === '' || header === '*') {
-    throw new HttpError(428, 'if_match_required', 'send If-Match with the settings tag (the ETag of the last read or write)', { family: 'runtime' });
+    throw new HttpError(428, 'if_match_required', 'send If-Match with the settings tag (the ETag of the last read or write)');
   }
   const tags: string[] = [];
   ENTITY_TAG.lastIndex = 0;

@@ -54,13 +54,14 @@ const ControlTokenResponse = apiSchema(
 );
 
 /**
- * The Runtime session lifecycle. Every refusal is a Problem: token (`runtime_token_invalid`,
- * `runtime_authorization_expired`), origin (`runtime_origin_required`, `runtime_origin_mismatch`), session
- * (`runtime_session_not_found`, `runtime_session_ended`), quota (429 `runtime_eviction_quota_exceeded`), coordination
- * (503 `runtime_coordination_unavailable`).
+ * The Runtime session lifecycle. Runtime authorization, fencing and coordination refusals are Problems: token
+ * (`runtime_token_invalid`, `runtime_authorization_expired`), origin (`runtime_origin_required`,
+ * `runtime_origin_mismatch`), session (`runtime_session_not_found`, `runtime_session_ended`), quota (429
+ * `runtime_eviction_quota_exceeded`), coordination (503 `runtime_coordination_unavailable`). These routes are not among
+ * the spec's first tables, so a malformed request is the nested ApiError of general validation.
  */
 export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlTokens: ControlTokens; asyncApi: () => string }): AnyRoute[] {
-  const common = { tags: ['Runtime'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
+  const common = { tags: ['Runtime'], errorFormat: 'api', errors: PROBLEM_TABLE_STATUSES } as const;
   const view = async (caller: RuntimeCaller, state: RuntimeSessionState) => {
     const { context, status, lease } = state;
     return {
@@ -78,7 +79,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
   return [
     defineRoute({
       tags: ['Runtime'],
-      errorFormat: 'problem',
+      errorFormat: 'api',
       operationId: 'getRuntimeAsyncApi',
       method: 'get',
       path: '/v1/runtime/asyncapi.json',
@@ -135,7 +136,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         '**Lease lifetime.** A lease lapses `RUNTIME_LEASE_TTL_SECONDS` (default 90) after it was last renewed. An open ' +
         'runtime WebSocket renews it, and so does any fenced call once a third of that time has passed. A lapsed lease ' +
         'frees the person\'s slot without anyone being evicted: the session returns to standby and its old fence ' +
-        'answers `runtime_lease_stale`.',
+        'answers `runtime_session_standby`.',
       credential: 'runtimeActivation',
       responses: { 200: { description: 'Active, with its lease.', schema: RuntimeSessionResponse } },
       handler: async ({ principal }) => {
