@@ -167,8 +167,9 @@ export class DeviceAssertionVerifier {
       throw refuse('device_assertion_mismatch', 'the assertion was made for another method, path or query');
     }
     const now = this.#clock.now();
-    if (typeof payload.iat !== 'number' || Math.abs(payload.iat * 1000 - now) > this.#skewMs) {
-      throw refuse('device_assertion_expired', `the assertion time is more than ${this.#skewMs / 1000} s from the server's`);
+    // Strict: an id is remembered until `iat + skew` exclusive, so the instant it is forgotten must already be too late.
+    if (typeof payload.iat !== 'number' || !(Math.abs(payload.iat * 1000 - now) < this.#skewMs)) {
+      throw refuse('device_assertion_expired', `the assertion time is ${this.#skewMs / 1000} s or more from the server's`);
     }
     if (typeof payload.jti !== 'string' || !/^[A-Za-z0-9_-]{16,64}$/.test(payload.jti)) {
       throw refuse('device_assertion_invalid', 'the assertion needs a jti of 16 to 64 characters');

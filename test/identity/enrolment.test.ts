@@ -74,9 +74,14 @@ test('device assertions: missing, bearer instead, unknown device, forged, replay
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/pending', body, bindBody: true })), 401, 'device_assertion_mismatch');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body: '{"other":1}', bindBody: true })), 401, 'device_assertion_body_mismatch');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete' })), 401, 'device_assertion_body_mismatch');
-  const good = await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true });
+  // Made 59 s ago, so the end of its window is at most a second away.
+  const iat = now() - 59;
+  const good = await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: iat });
   assert.is((await send(good)).status, 201);
   await assertProblem(await send(good), 401, 'device_assertion_replayed');
+  // The first instant its id is no longer remembered is already outside the window: refused, never accepted again.
+  clock.advance(iat * 1000 + 60_000 - clock.now());
+  await assertProblem(await send(good), 401, 'device_assertion_expired');
 });
 
 test('an assertion used before a restart is still refused after it, and expired ids are swept', async () => {
