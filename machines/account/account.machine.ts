@@ -14,6 +14,11 @@ export interface AccountDevice extends EnrollingDevice {
   readonly status: 'active' | 'removed';
   readonly enrolledAt: number;
   readonly removedAt?: number;
+  /**
+   * The enrolment that admitted it, so that repeating its completion is answered again (absent on devices enrolled
+   * before this was kept).
+   */
+  readonly enrolment?: { readonly id: string; readonly nonceHash: string };
 }
 
 export interface PendingEnrolment extends EnrolmentRequest {
@@ -57,7 +62,12 @@ function withoutEnrolment(ctx: Ctx, enrolmentId: string): Readonly<Record<string
 }
 
 function admit(ctx: Ctx, enrolment: PendingEnrolment, at: number): Partial<Ctx> {
-  const device: AccountDevice = { ...enrolment.device, status: 'active', enrolledAt: at };
+  const device: AccountDevice = {
+    ...enrolment.device,
+    status: 'active',
+    enrolledAt: at,
+    enrolment: { id: enrolment.enrolmentId, nonceHash: enrolment.nonceHash },
+  };
   return { devices: { ...ctx.devices, [device.id]: device }, enrolments: withoutEnrolment(ctx, enrolment.enrolmentId) };
 }
 
@@ -148,7 +158,15 @@ export const accountMachine = setup({
         'account.enrolment.complete': {
           actions: enqueueActions(({ context, event, enqueue }) => {
             const pending = context.enrolments[event.enrolmentId];
-            if (!pending || event.at >= pending.expiresAt) return void enqueue.emit(refused('enrolment_not_found'));
+            if (!pending) {
+              // Completed already: the same proof is answered again, with the current epoch. A client whose first
+              // answer was lost retries, and a kept device renews its passport after a removal raised the epoch.
+              const done = Object.values(context.devices).find((d) => d.status === 'active' && d.enrolment?.id === event.enrolmentId);
+              if (!done) return void enqueue.emit(refused('enrolment_not_found'));
+              if (done.enrolment!.nonceHash !== event.nonceHash) return void enqueue.emit(refused('enrolment_proof_invalid'));
+              return void enqueue.emit({ type: 'account.enrolled', deviceId: done.id, epoch: context.epoch });
+            }
+            if (event.at >= pending.expiresAt) return void enqueue.emit(refused('enrolment_not_found'));
             if (pending.nonceHash !== event.nonceHash) return void enqueue.emit(refused('enrolment_proof_invalid'));
             if (pending.decision === 'pending') return void enqueue.emit(refused('enrolment_pending'));
             if (pending.decision === 'refused') {

@@ -6,6 +6,7 @@ import { DeviceClient } from '../../client/device-client.js';
 import { AssertionUses } from '../../identity/assertion-uses.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { jsonOf } from '../support/http.js';
 import { assertProblem, enrolFirst, startEnrolment } from '../support/identity.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
@@ -25,6 +26,11 @@ test.after(async () => {
   await server.stop('test over');
   await db.drop();
 });
+
+async function introspect(passport: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${server.url}/v1/auth/passports/introspect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ passport }) });
+  return jsonOf(res);
+}
 
 async function complete(device: DeviceClient, started: Record<string, string>): Promise<Response> {
   return device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce }, { bindBody: true });
@@ -129,8 +135,17 @@ test('first device of a new account: possession proof, then a passport verifiabl
   assert.is(payload.dev, device.deviceId);
   assert.is(payload.aep, 1);
   assert.match(String(payload.sub), /^acc_/);
-  // Completing again (a fresh assertion): the enrolment is spent.
-  await assertProblem(await complete(device, started), 404, 'enrolment_not_found');
+  // Completing again (a fresh assertion), as a client whose answer was lost would: answered again, same device.
+  const again = await complete(device, started);
+  assert.is(again.status, 201, await again.clone().text());
+  const repeated = (await again.json()) as { deviceId: string; passport: string };
+  assert.is(repeated.deviceId, device.deviceId);
+  assert.is((await jwtVerify(repeated.passport, createLocalJWKSet(jwks), { audience: 'registry', currentDate: new Date(clock.now()) })).payload.aep, 1);
+  await assertProblem(
+    await device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: 'x'.repeat(43) }, { bindBody: true }),
+    403,
+    'enrolment_proof_invalid',
+  );
 });
 
 test('a handle being enrolled is not available to someone else', async () => {
@@ -193,18 +208,28 @@ test('a stranger filling the approval list cannot keep the owner\'s new device o
 
 test('removing a device ends it at once; revoke-all keeps only the caller; sign-out ends the caller', async () => {
   const { device: a } = await enrolFirst(server.url, 'gina');
-  const others: DeviceClient[] = [];
+  const others: Array<{ device: DeviceClient; started: Record<string, string>; passport: string }> = [];
   for (const name of ['b', 'c', 'd']) {
     const d = await DeviceClient.generate(name);
     const s = await startEnrolment(server.url, 'gina', d);
     assert.is((await a.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: s.enrolmentId, decision: 'admit' })).status, 204);
-    assert.is((await complete(d, s)).status, 201);
-    others.push(d);
+    const done = await complete(d, s);
+    assert.is(done.status, 201);
+    others.push({ device: d, started: s, passport: ((await done.json()) as { passport: string }).passport });
   }
-  const [b, c, d] = others as [DeviceClient, DeviceClient, DeviceClient];
+  const [b, c, d] = others.map((o) => o.device) as [DeviceClient, DeviceClient, DeviceClient];
+  const kept = others[1]!;
   await assertProblem(await a.request(server.url, 'DELETE', '/v1/account/devices/dev_00000000000000000000000000'), 404, 'device_not_found');
+  // Another device's completion is not this one's to repeat.
+  await assertProblem(await complete(b, kept.started), 404, 'enrolment_not_found');
   assert.is((await a.request(server.url, 'DELETE', `/v1/account/devices/${b.deviceId}`)).status, 200);
   await assertProblem(await b.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
+  await assertProblem(await complete(b, others[0]!.started), 401, 'device_removed');
+  // The epoch rose: the kept device's passport is stale online until it repeats its completion.
+  assert.equal(await introspect(kept.passport), { active: false, reason: 'account_epoch_stale' });
+  const renewed = await complete(c, kept.started);
+  assert.is(renewed.status, 201, await renewed.clone().text());
+  assert.equal(await introspect(((await renewed.json()) as { passport: string }).passport), { active: true });
 
   assert.is((await c.request(server.url, 'POST', '/v1/account/devices/revoke-all')).status, 200);
   await assertProblem(await a.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');

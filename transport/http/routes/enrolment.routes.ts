@@ -176,7 +176,11 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       description:
         'Called by the enrolling device, under a body-bound device assertion made with its new key, with the nonce ' +
         'from `start`. For an approval enrolment, answers 409 `enrolment_pending` until an enrolled device admits ' +
-        'it and 403 `enrolment_refused` if it refused.',
+        'it and 403 `enrolment_refused` if it refused.\n\n' +
+        '**Repeatable.** Once completed, the same request from the same device (same `enrolmentId` and `nonce`, a fresh ' +
+        'assertion) is answered again, with a new passport under the current account epoch, for as long as the device ' +
+        'stays enrolled: a client that lost the first answer retries, and a kept device renews its passport after a ' +
+        'removal, `revoke-all` or a sign-out elsewhere raised the epoch.',
       bodyBound: true,
       allowPendingDevice: true,
       body: EnrolCompleteRequest,
@@ -184,7 +188,8 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       handler: async ({ body, principal }) => {
         const caller = principalAs(principal, 'deviceAssertion');
         const account = await deps.accounts.account(caller.accountId);
-        if (account.enrolments[body.enrolmentId]?.device.id !== caller.deviceId) {
+        const mine = account.enrolments[body.enrolmentId]?.device.id === caller.deviceId || account.devices[caller.deviceId]?.enrolment?.id === body.enrolmentId;
+        if (!mine) {
           throw new HttpError(404, 'enrolment_not_found', 'no such enrolment for this device', { family: 'account_policy' });
         }
         const done = await deps.accounts.completeEnrolment(caller.accountId, body.enrolmentId, body.nonce);
@@ -263,7 +268,9 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       method: 'delete',
       path: '/v1/account/devices/{deviceId}',
       summary: 'Remove a device; raises the account epoch',
-      description: 'Passports, page sessions and tokens issued under an older account epoch stop working online.',
+      description:
+        'Passports, page sessions and tokens issued under an older account epoch stop working online, the kept ' +
+        "devices' too: each renews its passport by repeating its `POST /v1/enrol/complete`.",
       params: z.strictObject({ deviceId: idOf('dev') }),
       responses: { 200: { description: 'Removed.' } },
       handler: async ({ params, principal }) => {
