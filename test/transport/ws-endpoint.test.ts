@@ -324,6 +324,16 @@ test('frames the codec cannot read: wrong frame type closes 1003, undecodable by
   const brokenMsgpack = await openClient('/echo', [MSGPACK_PROTOCOL]);
   brokenMsgpack.ws.send(Buffer.from([0xc1]), { binary: true }); // 0xc1 is never used in msgpack
   assert.is((await closeOf(brokenMsgpack)).code, CloseCode.undecodable);
+
+  // Nested `array 16` headers, each declaring 65,535 elements that never come (test/transport/msgpack-scan.test.ts
+  // shows it is refused before the decoder, which would pre-allocate by declared length).
+  const bomb = await openClient('/echo', [MSGPACK_PROTOCOL]);
+  bomb.ws.send(Buffer.alloc(Math.floor((MAX_MESSAGE - 1) / 3) * 3, Buffer.from([0xdc, 0xff, 0xff])), { binary: true });
+  assert.is((await closeOf(bomb)).code, CloseCode.undecodable);
+  const after = await openClient('/echo', [MSGPACK_PROTOCOL]);
+  after.ws.send(encode({ type: 'echo', text: 'still serving' }));
+  assert.is((await nextMessage(after, 0)).value.text, 'still serving');
+  after.ws.close(1000);
 });
 
 test('inbound: null refuses any client message with 1008', async () => {

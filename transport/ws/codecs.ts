@@ -1,5 +1,6 @@
 import { bearerToken } from '../http/credentials.js';
 import { Decoder, Encoder } from '@msgpack/msgpack';
+import { assertOneMsgpackValue } from './msgpack-scan.js';
 
 /**
  * A codec is a WebSocket subprotocol: the token the client offers in `Sec-WebSocket-Protocol` fixes the frame type and
@@ -57,7 +58,9 @@ export const msgpackCodec: WsCodec = Object.freeze({
     return msgpackEncoder.encode(message);
   },
   decode(payload: ArrayBuffer): unknown {
-    return msgpackDecoder.decode(new Uint8Array(payload.slice(0)));
+    const bytes = new Uint8Array(payload.slice(0));
+    assertOneMsgpackValue(bytes);
+    return msgpackDecoder.decode(bytes);
   },
 });
 

@@ -1,0 +1,66 @@
+import { encode } from '@msgpack/msgpack';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { msgpackCodec } from '../../transport/ws/codecs.js';
+import { assertOneMsgpackValue } from '../../transport/ws/msgpack-scan.js';
+
+/** Values covering every msgpack family the encoder writes: each must pass the scan whole, and fail it cut short. */
+const VALUES: readonly unknown[] = [
+  null,
+  true,
+  false,
+  0,
+  127,
+  -1,
+  -32,
+  -33,
+  255,
+  65_535,
+  4_294_967_295,
+  Number.MAX_SAFE_INTEGER,
+  -2_147_483_649,
+  0.5,
+  Math.PI,
+  123_456_789_012_345_678n,
+  '',
+  'x'.repeat(31),
+  'y'.repeat(32),
+  'z'.repeat(300),
+  'é'.repeat(40_000),
+  new Uint8Array(0),
+  new Uint8Array(300),
+  new Uint8Array(70_000),
+  new Date(1_700_000_000_123),
+  [],
+  Array.from({ length: 15 }, (_, i) => i),
+  Array.from({ length: 16 }, (_, i) => i),
+  Array.from({ length: 70_000 }, () => 1),
+  {},
+  Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`, i])),
+  Object.fromEntries(Array.from({ length: 70_000 }, (_, i) => [`k${i}`, null])),
+  { type: 'presence.update', state: 'away', nested: [[[{ deep: [1, { a: 'b' }] }]]] },
+];
+
+test('every kind of value passes whole, and fails with a byte missing or a byte too many', () => {
+  for (const value of VALUES) {
+    const bytes = encode(value, { useBigInt64: true });
+    assertOneMsgpackValue(bytes);
+    assert.throws(() => assertOneMsgpackValue(bytes.subarray(0, bytes.length - 1)), RangeError, `${String(value).slice(0, 20)} cut short`);
+    const longer = new Uint8Array(bytes.length + 1);
+    longer.set(bytes);
+    assert.throws(() => assertOneMsgpackValue(longer), /after the msgpack value/);
+  }
+});
+
+test('headers declaring more elements than bytes remain are refused before the decoder allocates for them', () => {
+  const nestedArrays = Buffer.alloc(16_383, Buffer.from([0xdc, 0xff, 0xff]));
+  const mapsUnderKeys = Buffer.alloc(16_380, Buffer.from([0xde, 0xff, 0xff, 0xa1, 0x6b])); // map 16, then a key 'k'
+  const array32 = Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff, 0x01]);
+  for (const bomb of [nestedArrays, mapsUnderKeys, array32]) {
+    assert.throws(() => msgpackCodec.decode(new Uint8Array(bomb).buffer), /declares more elements than bytes remain|truncated/);
+  }
+  assert.throws(() => assertOneMsgpackValue(Buffer.from([0xc1])), /starts no msgpack value/);
+  assert.throws(() => assertOneMsgpackValue(Buffer.from([0xdb, 0xff, 0xff, 0xff, 0xff, 0x61])), /truncated/);
+});
+
+test.run();
