@@ -63,6 +63,18 @@ test('GET /v1/status answers a PlatformStatusResponse', async () => {
   assert.ok(!Number.isNaN(Date.parse(body.time as string)));
 });
 
+test('refusals made before a method is chosen take the path\'s own error body: Problems on first-table operations', async () => {
+  const wrongMethod = await fetch(`${server.url}/v1/status`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{}' });
+  assert.is(wrongMethod.status, 405);
+  assert.is(wrongMethod.headers.get('allow'), 'GET, HEAD');
+  assert.is(wrongMethod.headers.get('content-type'), 'application/problem+json');
+  assert.is(((await wrongMethod.json()) as Record<string, unknown>).code, 'method_not_allowed');
+  const badPath = await fetch(`${server.url}/v1/account/devices/%E0%A4%A`, { method: 'DELETE' });
+  assert.is(badPath.status, 400);
+  assert.is(badPath.headers.get('content-type'), 'application/problem+json');
+  assert.is(((await badPath.json()) as Record<string, unknown>).code, 'path_invalid');
+});
+
 test('GET /ready is 200 while storage answers', async () => {
   const res = await fetch(`${server.url}/ready`);
   assert.is(res.status, 200);

@@ -15,6 +15,7 @@ import {
   type MountedWebSocketEndpoint,
   type WebSocketEndpointDefinition,
 } from '../../transport/ws/endpoint.js';
+import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -161,7 +162,16 @@ interface Client {
   readonly errors: string[];
 }
 
-function openClient(path: string, protocols?: string[], headers: Record<string, string> = AUTH): Promise<Client> {
+/** Opens a client; one cut by uWS right after its upgrade is opened again (see cutAfterUpgrade). */
+async function openClient(path: string, protocols?: string[], headers: Record<string, string> = AUTH): Promise<Client> {
+  for (let attempt = 1; ; attempt++) {
+    const client = await openClientOnce(path, protocols, headers);
+    const closed = client.closed ? Promise.resolve(client.closed.code) : new Promise<number>((resolve) => client.ws.once('close', resolve));
+    if (attempt === 3 || !(await cutAfterUpgrade(client.ws, closed))) return client;
+  }
+}
+
+function openClientOnce(path: string, protocols: string[] | undefined, headers: Record<string, string>): Promise<Client> {
   const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, protocols, { headers });
   clients.push(ws);
   const client: Client = { ws, received: [], pings: 0, errors: [] };
@@ -270,6 +280,11 @@ test('a plain GET of a WebSocket path (no handshake): 426 websocket_upgrade_requ
   const head = await fetch(`http://127.0.0.1:${port}/echo`, { method: 'HEAD' });
   assert.is(head.status, 426);
   assert.is((await head.arrayBuffer()).byteLength, 0);
+  // Any other method: the path exists, so 405 with what it allows, not the 404 of an unknown path.
+  const post = await fetch(`http://127.0.0.1:${port}/echo`, { method: 'POST', body: '{}' });
+  assert.is(post.status, 405);
+  assert.is(post.headers.get('allow'), 'GET, HEAD');
+  assert.is(((await post.json()) as Record<string, unknown>).code, 'method_not_allowed');
   // The handshake on the same path still opens.
   const client = await openClient('/echo', [JSON_PROTOCOL]);
   client.ws.close(1000);

@@ -153,8 +153,12 @@ export class HttpGateway {
         });
       }
       if (match.kind === 'not_found') throw new HttpError(404, 'route_not_found', `no route ${request.method} ${request.path}`, { family: 'catalog' });
-      if (match.kind === 'bad_path') throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding');
+      if (match.kind === 'bad_path') {
+        format = match.errorFormat;
+        throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding');
+      }
       if (match.kind === 'method_not_allowed') {
+        format = match.errorFormat ?? format;
         const allowed = match.allowed.map((m) => m.toUpperCase());
         if (allowed.includes('GET')) allowed.push('HEAD');
         throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {

@@ -1,10 +1,12 @@
+import type { ErrorFormat } from './errors.js';
 import type { AnyRoute, HttpMethod } from './route.js';
 
 export type RouteMatch =
   | { readonly kind: 'found'; readonly route: AnyRoute; readonly params: Readonly<Record<string, string>> }
-  | { readonly kind: 'method_not_allowed'; readonly allowed: readonly HttpMethod[] }
+  /** `errorFormat`: the path's operations' own, when they share one (refusing them is part of those operations). */
+  | { readonly kind: 'method_not_allowed'; readonly allowed: readonly HttpMethod[]; readonly errorFormat: ErrorFormat | undefined }
   | { readonly kind: 'not_found' }
-  | { readonly kind: 'bad_path' };
+  | { readonly kind: 'bad_path'; readonly errorFormat: ErrorFormat };
 
 interface Compiled {
   readonly route: AnyRoute;
@@ -59,14 +61,17 @@ export class Router {
     // HEAD is GET without the body (RFC 9110 §9.3.2): every GET route answers it; the gateway drops the body.
     const name = method.toLowerCase();
     const compiled = name === 'head' ? methods.get('get') : methods.get(name as HttpMethod);
-    if (!compiled) return { kind: 'method_not_allowed', allowed: [...methods.keys()] };
+    if (!compiled) {
+      const formats = new Set([...methods.values()].map((c) => c.route.errorFormat));
+      return { kind: 'method_not_allowed', allowed: [...methods.keys()], errorFormat: formats.size === 1 ? [...formats][0] : undefined };
+    }
     const params: Record<string, string> = {};
     try {
       compiled.segments.forEach((s, i) => {
         if (typeof s !== 'string') params[s.name] = decodeURIComponent(parts[i]!);
       });
     } catch {
-      return { kind: 'bad_path' };
+      return { kind: 'bad_path', errorFormat: compiled.route.errorFormat };
     }
     return { kind: 'found', route: compiled.route, params };
   }

@@ -350,6 +350,15 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   };
   app.get(endpoint.path, upgradeRequired(false));
   app.head(endpoint.path, upgradeRequired(true));
+  // The path exists, for GET only: any other method is 405, not the 404 of an unknown path.
+  app.any(endpoint.path, (res, req) => {
+    res.onAborted(() => {});
+    const method = req.getMethod().toUpperCase();
+    const refusal = new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${endpoint.path}, a WebSocket endpoint`, {
+      headers: { allow: 'GET, HEAD' },
+    });
+    refuseUpgrade(res, refusal, deps.newRequestId());
+  });
 
   return Object.freeze({
     name: endpoint.name,
