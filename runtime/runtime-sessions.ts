@@ -47,6 +47,17 @@ export interface RuntimeSessionsOptions {
 
 const problem = (status: number, code: string, message: string, family: 'runtime' | 'fencing' = 'runtime'): HttpError => new HttpError(status, code, message, { family });
 
+/** Why a session that is not active cannot make an active-only call. */
+const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>): HttpError => {
+  if (status === 'standby') {
+    return problem(409, 'runtime_session_standby', 'this session is on standby: activate it (POST /v1/runtime/session/activate) before this call');
+  }
+  if (status === 'superseded') {
+    return problem(409, 'runtime_session_superseded', 'another Runtime of this person took the lease; activate this one again to take it back', 'fencing');
+  }
+  return problem(409, 'runtime_session_ended', `this Runtime session was ${status}; create a new one`);
+};
+
 const sessionNotFound = (): HttpError =>
   problem(404, 'runtime_session_not_found', 'no such Runtime session for this person in this Environment (X-Platform-Runtime-Session)');
 
@@ -112,9 +123,17 @@ export class RuntimeSessions {
   /** A session that has not ended: released and revoked sessions answer 409 `runtime_session_ended`. */
   async liveSession(caller: SessionOwner, sessionId: string): Promise<RuntimeSessionState> {
     const state = await this.session(caller, sessionId);
-    if (state.status === 'released' || state.status === 'revoked') {
-      throw problem(409, 'runtime_session_ended', `this Runtime session was ${state.status}; create a new one`);
-    }
+    if (state.status === 'released' || state.status === 'revoked') throw inactive(state.status);
+    return state;
+  }
+
+  /**
+   * An active session, for the reads the spec keeps from the others (the control token is the only read a standby or
+   * superseded session has): any other state answers 409 with its code, which tells the page its state all the same.
+   */
+  async activeSession(caller: SessionOwner, sessionId: string): Promise<RuntimeSessionState> {
+    const state = await this.session(caller, sessionId);
+    if (state.status !== 'active') throw inactive(state.status);
     return state;
   }
 
@@ -177,12 +196,7 @@ export class RuntimeSessions {
       return state;
     }
     // A lapsed lease leaves its session on standby, so its old claims hear that (the spec's code for a standby session).
-    if (state.status === 'standby') {
-      throw problem(409, 'runtime_session_standby', 'this session is on standby: activate it (POST /v1/runtime/session/activate) before this call');
-    }
-    if (state.status === 'superseded') {
-      throw problem(409, 'runtime_session_superseded', "another Runtime of this person took the lease; activate this one again to take it back", 'fencing');
-    }
+    if (state.status !== 'active') throw inactive(state.status);
     if (lease === undefined) {
       throw new HttpError(400, 'runtime_lease_required', 'send the lease of this active session: X-Platform-Runtime-Lease and X-Platform-Runtime-Lease-Version', { family: 'runtime' });
     }

@@ -10,7 +10,7 @@ import { productParts } from '../../server/main.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../../storage/embedded-postgres.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem } from '../support/identity.js';
-import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -152,8 +152,8 @@ async function assertNothingChanged(lease: { leaseId: string; leaseVersion: numb
   const body = (await jsonOf(read)) as { status: string; lease: { leaseId: string; leaseVersion: number } | null };
   assert.is(body.status, 'active');
   assert.equal(body.lease && { leaseId: body.lease.leaseId, leaseVersion: body.lease.leaseVersion }, lease);
-  assert.is((await jsonOf(await standby.read())).status, 'standby');
-  assert.is((await jsonOf(await superseded.read())).status, 'superseded');
+  assert.is(await sessionState(standby), 'standby');
+  assert.is(await sessionState(superseded), 'superseded');
   assert.is((await jsonOf(await introspect(issued.grant))).active, true);
 }
 

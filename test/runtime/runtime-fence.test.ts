@@ -6,7 +6,7 @@ import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertApiError, assertProblem } from '../support/identity.js';
-import { logoutBrowser, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -142,11 +142,12 @@ test('introspection fails closed: revocation, supersession, release, expiry', as
 
   const expiring = await (await gina.runtime(env)).open();
   const short = await issued(expiring);
-  // Keep the lease alive past the grant's 5 minutes with fenced calls, so only expiry can end it.
+  // Keep the lease alive past the grant's 5 minutes with fenced calls (each issues a grant), so only expiry can end it.
   for (let i = 0; i < 6; i++) {
     clock.advance(55_000);
-    assert.is((await expiring.fenced('/v1/runtime/session')).status, 200);
+    assert.is((await grant(expiring)).status, 201);
   }
+  assert.is(await sessionState(expiring), 'active', 'the lease held');
   assert.equal(await introspect(short.grant), { active: false }, 'expired');
   clock.advance(60_000);
 });
@@ -155,7 +156,7 @@ test('a lease nobody renews lapses: the session returns to standby, its old fenc
   const page = await (await gina.runtime(env)).open();
   const { grant: token } = await issued(page);
   clock.advance((LEASE_TTL_S + 2) * 1000);
-  await waitFor(async () => ((await jsonOf(await page.read())).status === 'standby' ? true : undefined), 'the lease to lapse');
+  await waitFor(async () => ((await sessionState(page)) === 'standby' ? true : undefined), 'the lease to lapse');
   assert.equal(await introspect(token), { active: false });
   await assertProblem(await grant(page), 409, 'runtime_session_standby');
   assert.is((await page.activate()).status, 200, 'activating again takes the free lease');

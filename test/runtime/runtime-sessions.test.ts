@@ -6,7 +6,7 @@ import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem } from '../support/identity.js';
-import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /** Runtime sessions through HTTP: token and origin refusals, ownership, activation races, eviction quota, release. */
@@ -77,9 +77,12 @@ test('a session belongs to one person, Environment and origin: anyone else gets 
   await assertProblem(await read(forged), 404, 'runtime_session_not_found');
   await assertProblem(await fetch(`${server.url}/v1/runtime/session`, { headers: { authorization: `Bearer ${mine.accessToken}`, origin: env.origin } }), 400, 'runtime_session_required');
 
+  // Only an active session reads itself (the control token is a standby session's one read).
+  await assertProblem(await read(mine), 409, 'runtime_session_standby');
+  assert.is((await mine.activate()).status, 200);
   const body = await sessionOf(await read(mine));
-  assert.is(body.status, 'standby');
-  assert.is(body.lease, null);
+  assert.is(body.status, 'active');
+  assert.is(body.lease?.leaseId, mine.lease!.leaseId);
   assert.equal(body.environmentRoles, ['admin'], 'erin owns the Environment');
   assert.equal(body.environmentRoleCatalog, [{ key: 'admin', scope: 'scoped', derived: true }]);
   assert.match(body.actorId, /^act_/);
@@ -96,7 +99,7 @@ test('activation: exactly one of two racing sessions ends active, the other supe
     const [ra, rb] = await Promise.all([a.activate(), b.activate()]);
     assert.is(ra.status, 200, await ra.clone().text());
     assert.is(rb.status, 200, await rb.clone().text());
-    const states = [(await sessionOf(await a.read())).status, (await sessionOf(await b.read())).status].sort();
+    const states = [await sessionState(a), await sessionState(b)].sort();
     assert.equal(states, ['active', 'superseded'], `round ${round}`);
     assert.is.not(a.lease!.leaseVersion, b.lease!.leaseVersion, 'each holder got its own version');
     // Recover the quota: racing pairs evict.
@@ -111,10 +114,10 @@ test('lease versions only grow; a superseded session may activate again; the hol
   assert.equal(a.lease, first, 'activating the holder again returns its lease');
   const b = await (await erin.runtime(env)).open();
   assert.ok(b.lease!.leaseVersion > first.leaseVersion);
-  assert.is((await sessionOf(await a.read())).status, 'superseded');
+  await assertProblem(await a.read(), 409, 'runtime_session_superseded');
   assert.ok((await a.activate()).status === 200, 'superseded sessions may activate');
   assert.ok(a.lease!.leaseVersion > b.lease!.leaseVersion);
-  assert.is((await sessionOf(await b.read())).status, 'superseded');
+  assert.is(await sessionState(b), 'superseded');
   clock.advance(60_000);
 });
 
@@ -181,7 +184,7 @@ test('eviction quota: activations arriving together cannot all pass on the same 
   assert.is(statuses.filter((status) => status === 429).length, rivals.length - EVICTIONS_PER_MINUTE);
   const versions = rivals.filter((_, i) => answers[i]!.status === 200).map((rival) => rival.lease!.leaseVersion);
   assert.is(Math.max(...versions), versionBefore + EVICTIONS_PER_MINUTE, 'the lease moved exactly once per admitted activation');
-  const active = await Promise.all([holder, ...rivals].map(async (page) => (await sessionOf(await page.read())).status));
+  const active = await Promise.all([holder, ...rivals].map(sessionState));
   assert.is(active.filter((status) => status === 'active').length, 1);
   clock.advance(60_000);
 });
@@ -213,7 +216,7 @@ test('release ends the session for good and frees the lease without evicting any
   assert.is((await a.release()).status, 200, 'releasing again answers the same');
   await assertProblem(await a.activate(), 409, 'runtime_session_ended');
   await assertProblem(await a.controlToken(), 409, 'runtime_session_ended');
-  assert.is((await sessionOf(await a.read())).status, 'released', 'an ended session can still be read');
+  await assertProblem(await a.read(), 409, 'runtime_session_ended');
 });
 
 test('the control token is open to standby and superseded sessions', async () => {
@@ -227,7 +230,7 @@ test('the control token is open to standby and superseded sessions', async () =>
   assert.is(body.expiresIn, 300);
   await a.activate();
   await (await erin.runtime(env)).open();
-  assert.is((await sessionOf(await a.read())).status, 'superseded');
+  assert.is(await sessionState(a), 'superseded');
   assert.is((await a.controlToken()).status, 200);
   // The control token is no runtime access token.
   const misuse = new RuntimeClient(server.url, String(body.controlToken), env.origin);

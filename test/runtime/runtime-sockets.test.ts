@@ -6,7 +6,7 @@ import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { logoutBrowser, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
@@ -156,7 +156,7 @@ test('a superseded page is told and its socket closed with 4409; the open socket
     clock.advance(10_000);
     await new Promise((r) => setTimeout(r, 20));
   }
-  assert.is((await jsonOf(await page.read())).status, 'active');
+  assert.is(await sessionState(page), 'active');
   await (await ida.runtime(env)).open();
   assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'superseded' });
   assert.is((await socket.closed).code, 4409);
@@ -179,8 +179,8 @@ test('a released page closes 4410; a page of the same person in another Environm
   const there = await (await ida.runtime(elsewhere)).open();
   assert.equal(await hereSocket.next('lease.ended'), { type: 'lease.ended', reason: 'superseded' });
   assert.is((await hereSocket.closed).code, 4409);
-  assert.is((await jsonOf(await here.read())).status, 'superseded');
-  assert.is((await jsonOf(await there.read())).status, 'active');
+  assert.is(await sessionState(here), 'superseded');
+  assert.is(await sessionState(there), 'active');
   await there.release();
 });
 
@@ -222,7 +222,7 @@ test('the control channel never ends on an older state than the session has, how
   for (let round = 0; round < 12; round++) {
     const answers = await Promise.all(round % 2 ? [b.activate(), a.activate()] : [a.activate(), b.activate()]);
     for (const res of answers) assert.is(res.status, 200, await res.clone().text());
-    const truth = String((await jsonOf(await a.read())).status);
+    const truth = await sessionState(a);
     const last = () => control.messages.filter((m) => m.type === 'session.activity').at(-1);
     await waitFor(() => last()?.status === truth, `round ${round}: the channel to say ${truth} (got ${JSON.stringify(control.messages.slice(-3))})`);
     await new Promise((r) => setTimeout(r, 30));

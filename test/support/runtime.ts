@@ -66,3 +66,16 @@ export async function installPlugin(opsUrl: string, environmentId: string, plugi
   const res = await fetch(`${opsUrl}/registry/environments/${environmentId}/plugins/${pluginId}`, { method: 'PUT', headers: { 'x-operator-name': 'test-operator' } });
   if (res.status !== 200) throw new Error(`plugin install: ${res.status} ${await res.text()}`);
 }
+
+/**
+ * A page's session state as `GET /v1/runtime/session` tells it: the body's status when active; otherwise the 409's
+ * code names it (`standby`, `superseded`, `ended`), since only an active session may read itself.
+ */
+export async function sessionState(page: RuntimeClient): Promise<string> {
+  const res = await page.read();
+  const body = (await res.json()) as { status?: string; code?: string };
+  if (res.status === 200 && body.status === 'active') return 'active';
+  const state = res.status === 409 ? /^runtime_session_(standby|superseded|ended)$/.exec(body.code ?? '')?.[1] : undefined;
+  if (state === undefined) throw new Error(`GET /v1/runtime/session answered ${res.status} ${JSON.stringify(body)}`);
+  return state;
+}

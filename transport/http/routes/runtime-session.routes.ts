@@ -111,12 +111,16 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       method: 'get',
       path: '/v1/runtime/session',
       summary: 'Read the Runtime session',
-      description: 'Open to a session in any state, including its Environment roles and the Environment\'s role catalog.',
+      description:
+        'An active session, with its Environment roles and the Environment\'s role catalog. No lease claims needed. ' +
+        'The spec leaves a standby or superseded session one read, the control token, so any other state answers 409 ' +
+        'with its code: `runtime_session_standby`, `runtime_session_superseded`, `runtime_session_ended` (released ' +
+        'or revoked), which tells the page its state all the same.',
       credential: 'runtimeSession',
       responses,
       handler: async ({ principal }) => {
         const { caller, sessionId } = principalAs(principal, 'runtimeSession');
-        return { status: 200, body: await view(caller, await deps.sessions.session(caller, sessionId)) };
+        return { status: 200, body: await view(caller, await deps.sessions.activeSession(caller, sessionId)) };
       },
     }),
     defineRoute({
