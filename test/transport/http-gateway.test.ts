@@ -125,7 +125,21 @@ const routes = [
       throw new ActorFencedError('counter\u0000x');
     },
   }),
+  defineRoute({
+    operationId: 'append',
+    method: 'post',
+    path: '/v1/test/append',
+    summary: 'Appends, as the spec\'s keyed operations do: 201 appended, 200 replay',
+    tags: ['Test'],
+    credential: 'none',
+    errorFormat: 'api',
+    idempotency: 'required',
+    body: Echo,
+    responses: { 201: { description: 'Appended.', schema: Echo } },
+    handler: async ({ body }) => ({ status: 201, body: { ...body, name: `${body.name}-${++appended}` } }),
+  }),
 ];
+let appended = 0;
 
 let db: TestDatabase;
 let host: ActorHost;
@@ -380,6 +394,15 @@ test('Idempotency-Key: an identical retry replays the stored result without appl
   assert.equal(await again.json(), firstBody);
   const other = await post('/v1/test-counters/idem/add', JSON.stringify({ amount: 1 }));
   assert.equal(((await other.json()) as { version: number; total: number }).total, 4, 'the replay did not add 3 again');
+
+  // What was created is replayed as 200, same body, and not created again (the spec: "201 appended, 200 replay").
+  const appendHeaders = { 'content-type': 'application/json', 'idempotency-key': 'retry-key-0000000005' };
+  const made = await post('/v1/test/append', JSON.stringify({ name: 'entry' }), appendHeaders);
+  assert.is(made.status, 201);
+  const madeBody = await made.json();
+  const madeAgain = await post('/v1/test/append', JSON.stringify({ name: 'entry' }), appendHeaders);
+  assert.equal([madeAgain.status, madeAgain.headers.get('idempotent-replayed'), await madeAgain.json()], [200, 'true', madeBody]);
+  assert.is(appended, 1);
 
   // A refusal is a result too: replayed with the same code, under the request id of the retry (body and header).
   const refusalHeaders = { 'content-type': 'application/json', 'idempotency-key': 'retry-key-0000000004' };

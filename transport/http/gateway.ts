@@ -198,7 +198,7 @@ export class HttpGateway {
           { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
           async () => storable(route, await execute()),
         );
-        reply = outcome.replayed ? { ...replayedUnder(outcome, requestId), headers: { ...outcome.headers, 'idempotent-replayed': 'true' } } : outcome;
+        reply = outcome.replayed ? replayed(outcome, requestId) : outcome;
       }
     } catch (error) {
       reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
@@ -295,16 +295,20 @@ function storable(route: AnyRoute, reply: Reply): StoredResult {
 }
 
 /**
- * A stored refusal replayed: the same status, code and details, but the `requestId` of this request, which is the
- * `X-Request-Id` it is sent with (the stored one belongs to the first request and its log lines).
+ * A stored result replayed, marked `Idempotent-Replayed`. What was created or accepted (201, 202) is replayed as `200`
+ * with the same body: the spec's keyed operations answer "`201` appended, `200` replay". A stored refusal keeps its
+ * status, code and details, but carries the `requestId` of this request, which is the `X-Request-Id` it is sent with
+ * (the stored one belongs to the first request and its log lines).
  */
-function replayedUnder(result: StoredResult, requestId: string): StoredResult {
+function replayed(result: StoredResult, requestId: string): StoredResult {
+  const headers = { ...result.headers, 'idempotent-replayed': 'true' };
+  if (result.status === 201 || result.status === 202) return { ...result, status: 200, headers };
   const type = result.headers['content-type'] ?? '';
-  if (result.status < 400 || !/^application\/(problem\+)?json\b/.test(type)) return result;
+  if (result.status < 400 || !/^application\/(problem\+)?json\b/.test(type)) return { ...result, headers };
   const body = JSON.parse(result.body.toString('utf8')) as { requestId?: unknown; error?: { requestId?: unknown } };
   if (typeof body.requestId === 'string') body.requestId = requestId;
   if (body.error && typeof body.error.requestId === 'string') body.error.requestId = requestId;
-  return { ...result, body: Buffer.from(JSON.stringify(body)) };
+  return { ...result, headers, body: Buffer.from(JSON.stringify(body)) };
 }
 
 /**

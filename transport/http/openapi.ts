@@ -28,7 +28,8 @@ A \`503\` (\`Retry-After\` set) means the request was not applied and may be ret
 
 **Idempotency.** Operations that take an \`Idempotency-Key\` (16 to 128 characters of \`A-Z a-z 0-9 . _ ~ -\`)
 run at most once per caller and key for 24 hours: an identical retry (same method, path, query and JSON body) replays
-the original status and body with \`Idempotent-Replayed: true\`; a different request under the same key is refused with
+the original body with \`Idempotent-Replayed: true\`, under \`200\` when the original was \`201\` or \`202\` and under
+the original status otherwise; a different request under the same key is refused with
 \`422 idempotency_key_reused\`; a retry while the first is still running gets \`409 idempotency_request_in_progress\`.
 Server failures (5xx) are not recorded, so their retry runs again.
 
@@ -160,6 +161,9 @@ function operation(route: AnyRoute): Json {
       ...(spec.text ? { content: Object.fromEntries([spec.text.mediaType].flat().map((type) => [type, { schema: { type: 'string' } }])) } : {}),
     };
   }
+  // The replay of a keyed creation or acceptance is a 200 with the original body (see the gateway's `replayed`).
+  const created = route.idempotency ? (responses['201'] ?? responses['202']) : undefined;
+  if (created) responses['200'] ??= { ...created, description: 'An identical retry: the original result, replayed (`Idempotent-Replayed: true`).' };
   for (const status of errorStatuses(route)) responses[String(status)] ??= errorResponse(route, status);
   return {
     operationId: route.operationId,
