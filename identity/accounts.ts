@@ -100,8 +100,14 @@ export class Accounts {
     const outcome = this.#outcome(reply);
     if (outcome.type !== 'account.enrolled') throw new Error(`unexpected outcome ${outcome.type}`);
     const context = reply.snapshot.context as AccountContext;
-    // Binding is idempotent (a bound handle ignores it), so it follows every completion, not only the first.
-    await this.#host.send('account-handle', context.handle!, { type: 'handle.bind', accountId });
+    // Binding is idempotent, so it follows every completion, not only the first: a retry binds what a crash left unbound.
+    const bound = this.#emitted<AccountHandleEmitted>(await this.#host.send('account-handle', context.handle!, { type: 'handle.bind', accountId }));
+    if (bound?.type !== 'handle.bound' || bound.accountId !== accountId) {
+      // Only after a crash between completion and bind, and a reservation that lapsed and was taken before the retry:
+      // the registry's own inconsistency, not the client's mistake, so a 500 and an error in the log, never a passport.
+      const holder = bound?.type === 'handle.taken' ? bound.accountId : 'nobody';
+      throw new Error(`handle ${context.handle!} of account ${accountId} is held by ${holder}`);
+    }
     return { deviceId: outcome.deviceId, epoch: outcome.epoch, handle: context.handle! };
   }
 

@@ -167,8 +167,13 @@ export class DeviceAssertionVerifier {
       throw refuse('device_assertion_mismatch', 'the assertion was made for another method, path or query');
     }
     const now = this.#clock.now();
+    const iat = payload.iat;
+    if (typeof iat !== 'number' || !Number.isSafeInteger(iat)) {
+      // Whole seconds, so the id's expiry is a whole millisecond and survives the durable record unrounded.
+      throw refuse('device_assertion_invalid', 'the assertion needs an iat of whole seconds');
+    }
     // Strict: an id is remembered until `iat + skew` exclusive, so the instant it is forgotten must already be too late.
-    if (typeof payload.iat !== 'number' || !(Math.abs(payload.iat * 1000 - now) < this.#skewMs)) {
+    if (!(Math.abs(iat * 1000 - now) < this.#skewMs)) {
       throw refuse('device_assertion_expired', `the assertion time is ${this.#skewMs / 1000} s or more from the server's`);
     }
     if (typeof payload.jti !== 'string' || !/^[A-Za-z0-9_-]{16,64}$/.test(payload.jti)) {
@@ -179,7 +184,7 @@ export class DeviceAssertionVerifier {
       if (payload.bdh !== digest) throw refuse('device_assertion_body_mismatch', 'the assertion does not cover this body');
     }
     // Last, so that only a valid signature can spend an id.
-    if (!(await this.#replays.firstUse(`${device.deviceId}:${payload.jti}`, payload.iat * 1000 + this.#skewMs))) {
+    if (!(await this.#replays.firstUse(`${device.deviceId}:${payload.jti}`, iat * 1000 + this.#skewMs))) {
       throw refuse('device_assertion_replayed', 'this assertion was already used');
     }
     return { deviceId: device.deviceId, accountId: device.accountId, status, thumbprint: device.thumbprint };

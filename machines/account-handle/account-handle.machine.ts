@@ -2,7 +2,10 @@ import { assign, emit, setup } from 'xstate';
 
 /**
  * Who a handle belongs to. A handle is reserved for a new account while its first device enrols, bound when that
- * enrolment completes, and released if it expires first, so two people can never end up with the same handle.
+ * enrolment completes, and released if it expires first, so two people can never end up with the same handle. A bind
+ * always says how it ended (`handle.bound`, or `handle.taken` by whom): the account's completion, which sends it,
+ * must know whether the handle is really its own. A bind of a free handle claims it: the reservation of an account
+ * whose completion committed but whose bind did not (a crash between them) may have lapsed before the retry.
  */
 export type AccountHandleEvent =
   | { readonly type: 'handle.reserve'; readonly accountId: string; readonly expiresAt: number; readonly at: number }
@@ -39,6 +42,13 @@ export const accountHandleMachine = setup({
             emit(({ event }) => ({ type: 'handle.reserved', accountId: event.accountId })),
           ],
         },
+        'handle.bind': {
+          target: 'bound',
+          actions: [
+            assign(({ event }) => ({ accountId: event.accountId, reservedUntil: null })),
+            emit(({ event }) => ({ type: 'handle.bound', accountId: event.accountId })),
+          ],
+        },
       },
     },
     reserved: {
@@ -46,11 +56,14 @@ export const accountHandleMachine = setup({
         'handle.reserve': {
           actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: false })),
         },
-        'handle.bind': {
-          guard: ({ context, event }) => context.accountId === event.accountId,
-          target: 'bound',
-          actions: [assign({ reservedUntil: null }), emit(({ event }) => ({ type: 'handle.bound', accountId: event.accountId }))],
-        },
+        'handle.bind': [
+          {
+            guard: ({ context, event }) => context.accountId === event.accountId,
+            target: 'bound',
+            actions: [assign({ reservedUntil: null }), emit(({ event }) => ({ type: 'handle.bound', accountId: event.accountId }))],
+          },
+          { actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: false })) },
+        ],
         'timer.due': {
           guard: ({ context, event }) => event.name === 'reservation' && event.dueAt === context.reservedUntil,
           target: 'free',
@@ -62,6 +75,13 @@ export const accountHandleMachine = setup({
       on: {
         'handle.reserve': {
           actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: true })),
+        },
+        'handle.bind': {
+          actions: emit(({ context, event }) =>
+            context.accountId === event.accountId
+              ? { type: 'handle.bound', accountId: event.accountId }
+              : { type: 'handle.taken', accountId: context.accountId!, bound: true },
+          ),
         },
       },
     },

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -77,6 +78,7 @@ test('device assertions: missing, bearer instead, unknown device, forged, replay
   }
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() - 120 })), 401, 'device_assertion_expired');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() + 120 })), 401, 'device_assertion_expired');
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() + 0.5 })), 401, 'device_assertion_invalid');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/pending', body, bindBody: true })), 401, 'device_assertion_mismatch');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body: '{"other":1}', bindBody: true })), 401, 'device_assertion_body_mismatch');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete' })), 401, 'device_assertion_body_mismatch');
@@ -239,6 +241,28 @@ test('removing a device ends it at once; revoke-all keeps only the caller; sign-
 
   assert.is((await c.request(server.url, 'POST', '/v1/account/sign-out')).status, 204);
   await assertProblem(await c.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
+});
+
+test('a completion whose handle binding was lost binds it when retried, even after the reservation lapsed', async () => {
+  const device = await DeviceClient.generate('zed laptop');
+  device.now = () => clock.now();
+  const started = await startEnrolment(server.url, 'zed', device);
+  const host = server.services.host;
+  const handle = async () => (await host.send('account-handle', 'zed', { type: 'handle.read' })).snapshot.context as { accountId: string | null; reservedUntil: number | null };
+  const accountId = (await handle()).accountId!;
+  // The account's completion commits, and the process dies before the handle is bound.
+  const nonceHash = createHash('sha256').update(started.nonce!).digest('base64url');
+  await host.send('account', accountId, { type: 'account.enrolment.complete', enrolmentId: started.enrolmentId!, nonceHash });
+  clock.advance(71 * 60_000);
+  await waitFor(async () => {
+    clock.advance(1_000);
+    return (await handle()).accountId === null ? true : undefined;
+  }, 'the reservation to lapse');
+  const retried = await complete(device, started);
+  assert.is(retried.status, 201, await retried.clone().text());
+  assert.equal(await handle(), { accountId, reservedUntil: null }, 'bound to its account');
+  const stranger = await DeviceClient.generate('stranger');
+  assert.is((await startEnrolment(server.url, 'zed', stranger)).proof, 'approval', 'the handle stays with its account');
 });
 
 test('an enrolment expires after 10 minutes; an abandoned handle is released later', async () => {

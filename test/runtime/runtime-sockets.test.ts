@@ -113,6 +113,9 @@ test('the runtime socket refuses what the fence refuses, at the upgrade', async 
   const plain = await fetch(page.socketUrl().replace(/^ws/, 'http'));
   assert.is(plain.status, 426);
   assert.is(((await plain.json()) as { code?: string }).code, 'websocket_upgrade_required');
+  // Another method on the socket's path, through the whole server: 405, the path is no unknown route.
+  const posted = await fetch(page.socketUrl().replace(/^ws/, 'http'), { method: 'POST', body: '{}' });
+  assert.equal([posted.status, posted.headers.get('allow')], [405, 'GET, HEAD']);
   await page.release();
 });
 

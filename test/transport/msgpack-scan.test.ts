@@ -1,10 +1,10 @@
-import { encode } from '@msgpack/msgpack';
+import { encode, ExtData } from '@msgpack/msgpack';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { msgpackCodec } from '../../transport/ws/codecs.js';
 import { assertOneMsgpackValue } from '../../transport/ws/msgpack-scan.js';
 
-/** Values covering every msgpack family the encoder writes: each must pass the scan whole, and fail it cut short. */
+/** Plain values of every msgpack family (extensions below): each must pass the scan whole, and fail it cut short. */
 const VALUES: readonly unknown[] = [
   null,
   true,
@@ -30,7 +30,6 @@ const VALUES: readonly unknown[] = [
   new Uint8Array(0),
   new Uint8Array(300),
   new Uint8Array(70_000),
-  new Date(1_700_000_000_123),
   [],
   Array.from({ length: 15 }, (_, i) => i),
   Array.from({ length: 16 }, (_, i) => i),
@@ -41,11 +40,23 @@ const VALUES: readonly unknown[] = [
   { type: 'presence.update', state: 'away', nested: [[[{ deep: [1, { a: 'b' }] }]]] },
 ];
 
+/** Extensions of every length class: fixext 1, 2, 4, 8, 16, then ext 8, 16 and 32. */
+const EXTENSIONS = [1, 2, 4, 8, 16, 3, 300, 70_000].map((length) => new ExtData(7, new Uint8Array(length).fill(0xdc)));
+/** Timestamps 32, 64 and 96 (before 1970: seconds negative). */
+const DATES = [new Date(1_700_000_000_000), new Date(1_700_000_000_123), new Date(-1)];
+
 test('every kind of value passes whole, and fails with a byte missing or a byte too many', () => {
-  for (const value of VALUES) {
-    const bytes = encode(value, { useBigInt64: true });
+  const encoded = [
+    ...[...VALUES, ...EXTENSIONS, ...DATES].map((value) => encode(value, { useBigInt64: true })),
+    encode([1.5, -0.25, { x: 3.75 }], { forceFloat32: true }),
+  ];
+  // The extension and timestamp families really are among them: fixext 1–16, ext 8/16/32, float 32.
+  const leading = new Set(encoded.map((bytes) => bytes[0]));
+  for (const type of [0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xc7, 0xc8, 0xc9]) assert.ok(leading.has(type), `type byte 0x${type.toString(16)}`);
+  assert.ok(encoded.at(-1)!.includes(0xca), 'float 32');
+  for (const bytes of encoded) {
     assertOneMsgpackValue(bytes);
-    assert.throws(() => assertOneMsgpackValue(bytes.subarray(0, bytes.length - 1)), RangeError, `${String(value).slice(0, 20)} cut short`);
+    assert.throws(() => assertOneMsgpackValue(bytes.subarray(0, bytes.length - 1)), RangeError, `0x${bytes[0]!.toString(16)}… cut short`);
     const longer = new Uint8Array(bytes.length + 1);
     longer.set(bytes);
     assert.throws(() => assertOneMsgpackValue(longer), /after the msgpack value/);
