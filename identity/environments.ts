@@ -37,6 +37,8 @@ export interface EnvironmentRegistration {
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+/** Refused origins remembered at once (a stranger's preflights cannot grow memory). */
+const REFUSED_ORIGINS_KEPT = 10_000;
 
 /**
  * An Environment origin: https, or http on a loopback host for local development. The exact serialisation of the URL's
@@ -67,6 +69,9 @@ export class EnvironmentDirectory {
   readonly #secrets: RegistrySecrets;
   readonly #clients = new Map<string, OidcClient>();
   readonly #environments = new Map<string, Environment>();
+  readonly #origins = new Set<string>();
+  /** Origin → until when it is refused without a lookup; insertion order is age, so the oldest goes first. */
+  readonly #refusedOrigins = new Map<string, number>();
 
   constructor(db: Kysely<Database>, clock: Clock, secrets: RegistrySecrets) {
     this.#db = db;
@@ -125,6 +130,7 @@ export class EnvironmentDirectory {
       }
       throw error;
     }
+    this.#refusedOrigins.delete(origin);
     return {
       environment: { id: input.environmentId, origin, ownerAccountId: input.ownerAccountId },
       client: { clientId, kind: 'environment', name: input.clientName, environmentId: input.environmentId, redirectUris: input.redirectUris },
@@ -139,6 +145,28 @@ export class EnvironmentDirectory {
     const environment = { id: row.id, origin: row.origin, ownerAccountId: row.owner_account_id };
     this.#environments.set(id, environment);
     return environment;
+  }
+
+  /**
+   * Whether pages of this origin belong to a registered Environment: its registered origin, or its desktop-shell
+   * world `platform-env://{id}`. Answers are remembered (an Environment's origin never changes; a refusal for a minute,
+   * so a stream of preflights from strangers costs one lookup per origin and minute, in a bounded table).
+   */
+  async isEnvironmentOrigin(origin: string): Promise<boolean> {
+    if (this.#origins.has(origin)) return true;
+    const refusedUntil = this.#refusedOrigins.get(origin);
+    if (refusedUntil !== undefined && refusedUntil > this.#clock.now()) return false;
+    const world = /^platform-env:\/\/([^/]+)$/.exec(origin);
+    const known = world
+      ? (await this.environment(world[1]!)) !== undefined
+      : origin.length <= 2048 && (await this.#db.selectFrom('environments').select('id').where('origin', '=', origin).limit(1).executeTakeFirst()) !== undefined;
+    if (known) {
+      this.#origins.add(origin);
+    } else {
+      if (this.#refusedOrigins.size >= REFUSED_ORIGINS_KEPT) this.#refusedOrigins.delete(this.#refusedOrigins.keys().next().value!);
+      this.#refusedOrigins.set(origin, this.#clock.now() + 60_000);
+    }
+    return known;
   }
 
   async list(): Promise<Environment[]> {

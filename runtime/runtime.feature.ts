@@ -144,6 +144,8 @@ export function runtimeFeature(): ServerParts {
         opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
         verifiers,
         stop: async () => sockets?.stop(),
+        // The Runtime's browser calls come from the pages of registered Environments, cross-origin.
+        corsOrigins: (origin) => identity.directory.isEnvironmentOrigin(origin),
       };
     },
     sockets: (_services, mount) => {

@@ -49,6 +49,8 @@ export interface BuiltFeature {
   readonly opsRoutes?: readonly AnyRoute[];
   /** Stops the feature's background work; runs after requests have drained, before storage closes. */
   readonly stop?: () => Promise<void>;
+  /** Origins whose pages may call the routes marked `cors` (any feature's answer yes allows it). */
+  readonly corsOrigins?: (origin: string) => Promise<boolean>;
 }
 
 /** The product's features, plugged into the core: actor kinds, routes, credential verifiers and socket endpoints. */
@@ -68,9 +70,11 @@ export function combineParts(...parts: readonly ServerParts[]): ServerParts {
       const opsRoutes: AnyRoute[] = [];
       const stops: Array<() => Promise<void>> = [];
       const verifiers: CredentialVerifiers = {};
+      const corsOrigins: Array<(origin: string) => Promise<boolean>> = [];
       for (const part of parts) {
         const built = (await part.build?.(services)) ?? {};
         routes.push(...(built.routes ?? []));
+        if (built.corsOrigins) corsOrigins.push(built.corsOrigins);
         opsRoutes.push(...(built.opsRoutes ?? []));
         if (built.stop) stops.push(built.stop);
         for (const [kind, verifier] of Object.entries(built.verifiers ?? {}) as Array<[keyof CredentialVerifiers, CredentialVerifiers[keyof CredentialVerifiers]]>) {
@@ -78,7 +82,16 @@ export function combineParts(...parts: readonly ServerParts[]): ServerParts {
           verifiers[kind] = verifier;
         }
       }
-      return { routes, verifiers, opsRoutes, stop: async () => void (await Promise.all(stops.map((stop) => stop()))) };
+      return {
+        routes,
+        verifiers,
+        opsRoutes,
+        stop: async () => void (await Promise.all(stops.map((stop) => stop()))),
+        corsOrigins: async (origin) => {
+          for (const allows of corsOrigins) if (await allows(origin)) return true;
+          return false;
+        },
+      };
     },
     sockets: (services, mount) => parts.forEach((p) => p.sockets?.(services, mount)),
   };
@@ -201,6 +214,7 @@ export async function startServer(
       maxBodyBytes: config.maxBodyBytes,
       observer: metrics.http,
       rateLimiter: new RateLimiter(clock),
+      ...(built.corsOrigins ? { corsOrigins: built.corsOrigins } : {}),
     });
     const app = uws.App();
     const sockets: MountedWebSocketEndpoint[] = [];

@@ -27,7 +27,15 @@ export interface GatewayOptions {
   readonly observer?: HttpObserver;
   /** Needed when any route declares a rate limit. */
   readonly rateLimiter?: RateLimiter;
+  /** Whether pages of this origin may call the `cors` routes; absent, none may. */
+  readonly corsOrigins?: (origin: string) => Promise<boolean>;
 }
+
+/** Request headers the API reads, which a cross-origin page must be allowed to send. */
+const CORS_ALLOWED_HEADERS = 'authorization, content-type, if-match, idempotency-key, x-platform-runtime-session, x-platform-runtime-lease, x-platform-runtime-lease-version';
+/** Response headers beyond the CORS-safelisted ones that a page needs to read. */
+const CORS_EXPOSED_HEADERS = 'etag, retry-after, x-request-id, idempotent-replayed, www-authenticate';
+const CORS_MAX_AGE_S = 600;
 
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]+\+)?json\s*(?:;\s*charset=utf-8\s*)?$/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -143,8 +151,9 @@ export class HttpGateway {
     const log = this.#options.logger.child({ requestId });
     let operation = 'unmatched';
     let format: ErrorFormat = 'api';
-    let reply: Reply;
-    try {
+    let corsRoute = false;
+    // Returns early (preflight, an aborted body read) or with the route's reply; a throw becomes an error reply below.
+    const dispatch = async (): Promise<Reply | undefined> => {
       const match = this.#router.match(request.method, request.path);
       if (this.#draining && !(match.kind === 'found' && match.route.servesWhileDraining)) {
         throw new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
@@ -161,16 +170,22 @@ export class HttpGateway {
         format = match.errorFormat ?? format;
         const allowed = match.allowed.map((m) => m.toUpperCase());
         if (allowed.includes('GET')) allowed.push('HEAD');
-        throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
-          headers: { allow: allowed.join(', ') },
-        });
+        if (!(match.cors && request.method === 'OPTIONS')) {
+          throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
+            headers: { allow: allowed.join(', ') },
+          });
+        }
+        operation = 'corsPreflight';
+        corsRoute = true;
+        return await this.#preflight(request.headers, allowed);
       }
       const route = match.route;
       operation = route.operationId;
       format = route.errorFormat;
+      corsRoute = route.cors === true;
       if (route.rateLimit?.by === 'address') this.#limit(route, `${route.operationId} ${request.remoteAddress}`);
       const body = await readBody(res, request.headers, route.maxBodyBytes ?? this.#options.maxBodyBytes, state);
-      if (state.aborted) return;
+      if (state.aborted) return undefined;
       const incoming: IncomingRequest = { ...request, body };
       const principal = await this.#authenticate(route, incoming);
       if (route.rateLimit?.by === 'subject') this.#limit(route, `${route.operationId} ${principal.subject}`);
@@ -188,37 +203,84 @@ export class HttpGateway {
         }
       };
       const key = route.idempotency ? readIdempotencyKey(request.headers, route.idempotency) : undefined;
-      if (key === undefined) {
-        reply = await execute();
-      } else {
-        const outcome = await runIdempotently(
-          this.#options.idempotency,
-          // One key space per caller across all operations: the fingerprint covers method and path, so the same key
-          // on another operation is a different request (422), as the spec's "changed request" says.
-          { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
-          async () => storable(route, await execute()),
-        );
-        reply = outcome.replayed ? replayed(outcome, requestId) : outcome;
-      }
+      if (key === undefined) return await execute();
+      const outcome = await runIdempotently(
+        this.#options.idempotency,
+        // One key space per caller across all operations: the fingerprint covers method and path, so the same key
+        // on another operation is a different request (422), as the spec's "changed request" says.
+        { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
+        async () => storable(route, await execute()),
+      );
+      return outcome.replayed ? replayed(outcome, requestId) : outcome;
+    };
+    let reply: Reply | undefined;
+    try {
+      reply = await dispatch();
     } catch (error) {
       reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
     }
+    if (reply === undefined) return;
+    const answer = corsRoute ? await this.#withCors(reply, request.headers.origin, log) : reply;
     if (state.aborted) return;
-    const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...reply.headers, 'x-request-id': requestId };
+    const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...answer.headers, 'x-request-id': requestId };
     res.cork(() => {
-      res.writeStatus(`${reply.status} ${statusTitle(reply.status)}`);
+      res.writeStatus(`${answer.status} ${statusTitle(answer.status)}`);
       for (const [name, value] of Object.entries(headers)) {
         if (typeof value === 'string') res.writeHeader(name, value);
         else for (const each of value as readonly string[]) res.writeHeader(name, each);
       }
-      if (request.method === 'HEAD') endHead(res, reply.status, Buffer.byteLength(reply.body));
-      else res.end(reply.body);
+      if (request.method === 'HEAD') endHead(res, answer.status, Buffer.byteLength(answer.body));
+      else res.end(answer.body);
     });
     const durationMs = performance.now() - started;
-    this.#options.observer?.requestCompleted(operation, request.method, reply.status, durationMs);
-    const entry = { method: request.method, path: request.path, operation, status: reply.status, durationMs: Math.round(durationMs * 10) / 10 };
-    if (reply.status >= 500) log.warn(entry, 'request failed');
+    this.#options.observer?.requestCompleted(operation, request.method, answer.status, durationMs);
+    const entry = { method: request.method, path: request.path, operation, status: answer.status, durationMs: Math.round(durationMs * 10) / 10 };
+    if (answer.status >= 500) log.warn(entry, 'request failed');
     else log.debug(entry, 'request');
+  }
+
+  /**
+   * A CORS preflight of a path whose operations pages call cross-origin: allowed for the origins of registered
+   * Environments, with the methods of the path and the request headers the API reads. No credentials mode: the
+   * Runtime's calls carry bearer tokens, and no cookie may ride along.
+   */
+  async #preflight(headers: Readonly<Record<string, string>>, allowed: readonly string[]): Promise<Reply> {
+    const origin = headers.origin;
+    const allow = allowed.join(', ');
+    // Not a preflight (no Origin or requested method): a plain OPTIONS, answered with what the path allows.
+    if (origin === undefined || headers['access-control-request-method'] === undefined) {
+      return { status: 204, headers: { allow }, body: '' };
+    }
+    if (!(await this.#options.corsOrigins?.(origin))) {
+      throw new HttpError(403, 'cors_origin_not_allowed', `${origin} is not the origin of a registered Environment`, { family: 'runtime' });
+    }
+    return {
+      status: 204,
+      headers: {
+        allow,
+        'access-control-allow-origin': origin,
+        'access-control-allow-methods': allow,
+        'access-control-allow-headers': CORS_ALLOWED_HEADERS,
+        'access-control-max-age': String(CORS_MAX_AGE_S),
+        vary: 'origin',
+      },
+      body: '',
+    };
+  }
+
+  /** Names the request's origin in a reply of a `cors` route when it is allowed, so the page may read the reply. */
+  async #withCors(reply: Reply, origin: string | undefined, log: Logger): Promise<Reply> {
+    if ('access-control-allow-origin' in reply.headers) return reply;
+    let allowed = false;
+    try {
+      allowed = origin !== undefined && (await this.#options.corsOrigins?.(origin)) === true;
+    } catch (error) {
+      log.warn({ err: error, origin }, 'could not check the origin for CORS; answering without it');
+    }
+    const headers = allowed
+      ? { ...reply.headers, 'access-control-allow-origin': origin!, 'access-control-expose-headers': CORS_EXPOSED_HEADERS, vary: 'origin' }
+      : { ...reply.headers, vary: 'origin' };
+    return { ...reply, headers };
   }
 
   #limit(route: AnyRoute, key: string): void {

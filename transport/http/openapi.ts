@@ -26,6 +26,13 @@ name holding U+0000 or an unpaired UTF-16 surrogate, in path, query or body (det
 \`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`.
 A \`503\` (\`Retry-After\` set) means the request was not applied and may be retried.
 
+**Cross-origin calls.** The Runtime's browser calls (the Runtime operations taking a runtime token or session) are
+made by pages of registered Environments, from the Environment's origin or its desktop world
+\`platform-env://{environmentId}\`. For those origins the CORS preflight (\`OPTIONS\`) is answered \`204\`, and every
+response names the origin in \`Access-Control-Allow-Origin\` and exposes \`ETag\`, \`Retry-After\`, \`X-Request-Id\`,
+\`Idempotent-Replayed\` and \`WWW-Authenticate\`; any other origin's preflight is \`403 cors_origin_not_allowed\`.
+Bearer tokens only: credentials mode (cookies) is never allowed.
+
 **Idempotency.** Operations that take an \`Idempotency-Key\` (16 to 128 characters of \`A-Z a-z 0-9 . _ ~ -\`)
 run at most once per caller and key for 24 hours: an identical retry (same method, path, query and JSON body) replays
 the original body with \`Idempotent-Replayed: true\`, under \`200\` when the original was \`201\` or \`202\` and under

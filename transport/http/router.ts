@@ -3,8 +3,16 @@ import type { AnyRoute, HttpMethod } from './route.js';
 
 export type RouteMatch =
   | { readonly kind: 'found'; readonly route: AnyRoute; readonly params: Readonly<Record<string, string>> }
-  /** `errorFormat`: the path's operations' own, when they share one (refusing them is part of those operations). */
-  | { readonly kind: 'method_not_allowed'; readonly allowed: readonly HttpMethod[]; readonly errorFormat: ErrorFormat | undefined }
+  /**
+   * `errorFormat`: the path's operations' own, when they share one (refusing them is part of those operations);
+   * `cors`: some operation of the path is called cross-origin (an OPTIONS is then its preflight).
+   */
+  | {
+      readonly kind: 'method_not_allowed';
+      readonly allowed: readonly HttpMethod[];
+      readonly errorFormat: ErrorFormat | undefined;
+      readonly cors: boolean;
+    }
   | { readonly kind: 'not_found' }
   | { readonly kind: 'bad_path'; readonly errorFormat: ErrorFormat };
 
@@ -63,7 +71,8 @@ export class Router {
     const compiled = name === 'head' ? methods.get('get') : methods.get(name as HttpMethod);
     if (!compiled) {
       const formats = new Set([...methods.values()].map((c) => c.route.errorFormat));
-      return { kind: 'method_not_allowed', allowed: [...methods.keys()], errorFormat: formats.size === 1 ? [...formats][0] : undefined };
+      const cors = [...methods.values()].some((c) => c.route.cors === true);
+      return { kind: 'method_not_allowed', allowed: [...methods.keys()], errorFormat: formats.size === 1 ? [...formats][0] : undefined, cors };
     }
     const params: Record<string, string> = {};
     try {

@@ -80,6 +80,7 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
         'the Environment declared. Scopes outside the declaration: 422 `scope_not_declared`; an Environment without a ' +
         'declared backend: 409 `environment_backend_not_declared`.',
       credential: 'runtimeActive',
+      cors: true,
       body: BackendGrantRequest,
       maxBodyBytes: 8 * 1024,
       responses: { 201: { description: 'Issued.', schema: BackendGrantResponse } },
@@ -109,6 +110,7 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
       summary: 'Revoke an Environment Backend Grant of this session',
       description: 'Open to the session in any live state; 204 whether the grant was live or had already ended.',
       credential: 'runtimeSession',
+      cors: true,
       params: z.strictObject({ grantId: z.string().regex(idPattern('ebgr')) }),
       responses: { 204: { description: 'Revoked, or already ended.' } },
       handler: async ({ principal, params }) => {

@@ -66,6 +66,7 @@ export function pluginGrantRoutes(deps: { grants: PluginGrants; sessions: Runtim
         'requested: 403 `plugin_permission_not_requested`; unknown component, scope or context: 422 `plugin_component_unknown`, ' +
         '`scope_not_declared`, `grant_context_invalid` with pointers.',
       credential: 'runtimeActive',
+      cors: true,
       params: PluginParams,
       body: PluginGrantRequest,
       maxBodyBytes: 4 * 1024,
@@ -121,6 +122,7 @@ export function pluginGrantRoutes(deps: { grants: PluginGrants; sessions: Runtim
       summary: 'Revoke a Plugin Grant of this session',
       description: 'Open to the session in any live state; 204 whether the grant was live or had already ended. Connections made with it close.',
       credential: 'runtimeSession',
+      cors: true,
       params: z.strictObject({ pluginId: z.string().regex(PLUGIN_ID), grantId: z.string().regex(idPattern('pgr')) }),
       responses: { 204: { description: 'Revoked, or already ended.' } },
       handler: async ({ principal, params }) => {

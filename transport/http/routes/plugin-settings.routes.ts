@@ -93,6 +93,7 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
     tags: ['Runtime'],
     path: '/v1/runtime/plugins/{pluginId}/settings',
     credential: 'runtimeActive',
+    cors: true,
     errorFormat: 'api',
     params: Params,
   } as const;

@@ -99,6 +99,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         '`platform-env://{environmentId}` in the desktop shell) and to the Environment whose client issued the token. ' +
         'The session starts on standby: it holds no lease until activated.',
       credential: 'runtimeToken',
+      cors: true,
       responses: { 201: { description: 'Created, on standby.', schema: RuntimeSessionResponse } },
       handler: async ({ principal }) => {
         const { caller } = principalAs(principal, 'runtimeToken');
@@ -117,6 +118,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'with its code: `runtime_session_standby`, `runtime_session_superseded`, `runtime_session_ended` (released ' +
         'or revoked), which tells the page its state all the same.',
       credential: 'runtimeSession',
+      cors: true,
       responses,
       handler: async ({ principal }) => {
         const { caller, sessionId } = principalAs(principal, 'runtimeSession');
@@ -142,6 +144,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'frees the person\'s slot without anyone being evicted: the session returns to standby and its old fence ' +
         'answers `runtime_session_standby`.',
       credential: 'runtimeActivation',
+      cors: true,
       responses: { 200: { description: 'Active, with its lease.', schema: RuntimeSessionResponse } },
       handler: async ({ principal }) => {
         const { caller, sessionId } = principalAs(principal, 'runtimeActivation');
@@ -156,6 +159,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       summary: 'Release the Runtime session',
       description: 'Ends the session for good (status `released`); if it held the lease, the lease is freed and nobody is evicted. Releasing again answers the same.',
       credential: 'runtimeSession',
+      cors: true,
       responses,
       handler: async ({ principal }) => {
         const { caller, sessionId } = principalAs(principal, 'runtimeSession');
@@ -174,6 +178,7 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         `channel WebSocket (\`${CONTROL_SOCKET_PATH}\`), which streams the session's activity and browser-wide sign-out ` +
         'and refuses every client message. No HTTP API and no runtime WebSocket accepts it.',
       credential: 'runtimeSession',
+      cors: true,
       responses: { 200: { description: 'Issued.', schema: ControlTokenResponse } },
       handler: async ({ principal }) => {
         const { caller, sessionId } = principalAs(principal, 'runtimeSession');
