@@ -39,6 +39,11 @@ export interface EnvironmentRegistration {
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 /** Refused origins remembered at once (a stranger's preflights cannot grow memory). */
 const REFUSED_ORIGINS_KEPT = 10_000;
+const WORLD_ORIGIN_PREFIX = 'platform-env://';
+/** The desktop shell serves an Environment's world from this address; its documents send it as their `Origin`. */
+export const worldOrigin = (environmentId: string): string => `${WORLD_ORIGIN_PREFIX}${environmentId}`;
+/** Longer than any origin a registration accepts (a DNS name is at most 253 characters). */
+const MAX_ORIGIN_LENGTH = 300;
 
 /**
  * An Environment origin: https, or http on a loopback host for local development. The exact serialisation of the URL's
@@ -131,6 +136,7 @@ export class EnvironmentDirectory {
       throw error;
     }
     this.#refusedOrigins.delete(origin);
+    this.#refusedOrigins.delete(worldOrigin(input.environmentId));
     return {
       environment: { id: input.environmentId, origin, ownerAccountId: input.ownerAccountId },
       client: { clientId, kind: 'environment', name: input.clientName, environmentId: input.environmentId, redirectUris: input.redirectUris },
@@ -154,12 +160,15 @@ export class EnvironmentDirectory {
    */
   async isEnvironmentOrigin(origin: string): Promise<boolean> {
     if (this.#origins.has(origin)) return true;
+    // Only what could be registered is looked up or remembered: anything else costs neither a query nor memory.
+    if (origin.length > MAX_ORIGIN_LENGTH) return false;
+    const worldId = origin.startsWith(WORLD_ORIGIN_PREFIX) ? origin.slice(WORLD_ORIGIN_PREFIX.length) : undefined;
+    if (worldId === undefined ? canonicalOrigin(origin) !== origin : !ENVIRONMENT_ID.test(worldId)) return false;
     const refusedUntil = this.#refusedOrigins.get(origin);
     if (refusedUntil !== undefined && refusedUntil > this.#clock.now()) return false;
-    const world = /^platform-env:\/\/([^/]+)$/.exec(origin);
-    const known = world
-      ? (await this.environment(world[1]!)) !== undefined
-      : origin.length <= 2048 && (await this.#db.selectFrom('environments').select('id').where('origin', '=', origin).limit(1).executeTakeFirst()) !== undefined;
+    const known = worldId !== undefined
+      ? (await this.environment(worldId)) !== undefined
+      : (await this.#db.selectFrom('environments').select('id').where('origin', '=', origin).limit(1).executeTakeFirst()) !== undefined;
     if (known) {
       this.#origins.add(origin);
     } else {

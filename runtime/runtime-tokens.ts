@@ -1,14 +1,11 @@
 import type { Clock } from '../actors/clock.js';
-import type { EnvironmentDirectory } from '../identity/environments.js';
+import { worldOrigin, type EnvironmentDirectory } from '../identity/environments.js';
 import type { OAuthGrants } from '../identity/oauth-grants.js';
 import { ACCESS_TOKEN_TYPE, RUNTIME_AUDIENCE } from '../identity/oauth-grants.js';
 import type { RegistrySigningKeys } from '../identity/signing-keys.js';
 import { bearerToken, type RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-
-/** The desktop shell serves a world from this address; its documents send it as their `Origin`. */
-export const worldOrigin = (environmentId: string): string => `platform-env://${environmentId}`;
 
 export interface RuntimeTokenDependencies {
   readonly keys: RegistrySigningKeys;

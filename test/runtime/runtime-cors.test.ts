@@ -68,11 +68,26 @@ test('preflight: allowed for the Environment\'s origin and its desktop world, re
   assert.is(refused.headers.get('access-control-allow-origin'), null);
   await assertProblem(refused, 403, 'cors_origin_not_allowed');
   await assertProblem(await preflight('platform-env://nowhere', 'GET', 'authorization'), 403, 'cors_origin_not_allowed');
+  // Nothing that could not be registered is looked up or remembered: not a variant of a registered origin, not a
+  // 60 KB one (each would otherwise sit in the refusal table).
+  for (const origin of [`${env.origin}/`, env.origin.toUpperCase(), 'null', `https://${'a'.repeat(60_000)}.example`]) {
+    await assertProblem(await preflight(origin, 'GET', 'authorization'), 403, 'cors_origin_not_allowed');
+  }
   // Not a preflight: a plain OPTIONS says what the path allows.
   const plain = await fetch(`${server.url}/v1/runtime/session`, { method: 'OPTIONS' });
   assert.equal([plain.status, plain.headers.get('allow')], [204, 'POST, GET, HEAD']);
   // Paths no page calls cross-origin keep their 405.
   assert.is((await fetch(`${server.url}/v1/enrol/start`, { method: 'OPTIONS', headers: { origin: env.origin, 'access-control-request-method': 'POST' } })).status, 405);
+});
+
+test('an origin refused before its Environment is registered is allowed as soon as it is, and its world too', async () => {
+  const late = await pageServer();
+  pages.push(late.server);
+  await assertProblem(await preflight(late.origin, 'POST', 'authorization'), 403, 'cors_origin_not_allowed');
+  await assertProblem(await preflight('platform-env://late-world', 'POST', 'authorization'), 403, 'cors_origin_not_allowed');
+  await registerEnvironment(server.opsUrl, { environmentId: 'late-world', origin: late.origin, ownerHandle: 'cora', redirectUris: [`${late.origin}/callback`] });
+  assert.is((await preflight(late.origin, 'POST', 'authorization')).status, 204);
+  assert.is((await preflight('platform-env://late-world', 'POST', 'authorization')).status, 204);
 });
 
 test('a page of the Environment creates and reads its session; a refusal is readable too; a stranger\'s page is blocked', async () => {

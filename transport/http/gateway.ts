@@ -151,10 +151,17 @@ export class HttpGateway {
     const log = this.#options.logger.child({ requestId });
     let operation = 'unmatched';
     let format: ErrorFormat = 'api';
-    let corsRoute = false;
+    const match = this.#router.match(request.method, request.path);
+    // A page may read the answer of a cross-origin operation, refusals included, when its origin is allowed.
+    const cors =
+      match.kind === 'found' ? match.route.cors === true
+      : match.kind === 'method_not_allowed' ? match.corsMethods.length > 0
+      : match.kind === 'bad_path' && match.cors;
+    let allowedOrigin: string | undefined;
     // Returns early (preflight, an aborted body read) or with the route's reply; a throw becomes an error reply below.
     const dispatch = async (): Promise<Reply | undefined> => {
-      const match = this.#router.match(request.method, request.path);
+      // Decided before anything runs: a lookup failure must refuse the request, not hide a result it produced.
+      if (cors && request.headers.origin !== undefined) allowedOrigin = await this.#allowedOrigin(request.headers.origin);
       if (this.#draining && !(match.kind === 'found' && match.route.servesWhileDraining)) {
         throw new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
           family: 'coordination',
@@ -170,19 +177,17 @@ export class HttpGateway {
         format = match.errorFormat ?? format;
         const allowed = match.allowed.map((m) => m.toUpperCase());
         if (allowed.includes('GET')) allowed.push('HEAD');
-        if (!(match.cors && request.method === 'OPTIONS')) {
+        if (!(cors && request.method === 'OPTIONS')) {
           throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
             headers: { allow: allowed.join(', ') },
           });
         }
         operation = 'corsPreflight';
-        corsRoute = true;
-        return await this.#preflight(request.headers, allowed);
+        return preflight(request.headers, allowed, match.corsMethods, allowedOrigin);
       }
       const route = match.route;
       operation = route.operationId;
       format = route.errorFormat;
-      corsRoute = route.cors === true;
       if (route.rateLimit?.by === 'address') this.#limit(route, `${route.operationId} ${request.remoteAddress}`);
       const body = await readBody(res, request.headers, route.maxBodyBytes ?? this.#options.maxBodyBytes, state);
       if (state.aborted) return undefined;
@@ -219,9 +224,8 @@ export class HttpGateway {
     } catch (error) {
       reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
     }
-    if (reply === undefined) return;
-    const answer = corsRoute ? await this.#withCors(reply, request.headers.origin, log) : reply;
-    if (state.aborted) return;
+    if (state.aborted || reply === undefined) return;
+    const answer = cors ? withCors(reply, allowedOrigin) : reply;
     const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...answer.headers, 'x-request-id': requestId };
     res.cork(() => {
       res.writeStatus(`${answer.status} ${statusTitle(answer.status)}`);
@@ -239,48 +243,17 @@ export class HttpGateway {
     else log.debug(entry, 'request');
   }
 
-  /**
-   * A CORS preflight of a path whose operations pages call cross-origin: allowed for the origins of registered
-   * Environments, with the methods of the path and the request headers the API reads. No credentials mode: the
-   * Runtime's calls carry bearer tokens, and no cookie may ride along.
-   */
-  async #preflight(headers: Readonly<Record<string, string>>, allowed: readonly string[]): Promise<Reply> {
-    const origin = headers.origin;
-    const allow = allowed.join(', ');
-    // Not a preflight (no Origin or requested method): a plain OPTIONS, answered with what the path allows.
-    if (origin === undefined || headers['access-control-request-method'] === undefined) {
-      return { status: 204, headers: { allow }, body: '' };
-    }
-    if (!(await this.#options.corsOrigins?.(origin))) {
-      throw new HttpError(403, 'cors_origin_not_allowed', `${origin} is not the origin of a registered Environment`, { family: 'runtime' });
-    }
-    return {
-      status: 204,
-      headers: {
-        allow,
-        'access-control-allow-origin': origin,
-        'access-control-allow-methods': allow,
-        'access-control-allow-headers': CORS_ALLOWED_HEADERS,
-        'access-control-max-age': String(CORS_MAX_AGE_S),
-        vary: 'origin',
-      },
-      body: '',
-    };
-  }
-
-  /** Names the request's origin in a reply of a `cors` route when it is allowed, so the page may read the reply. */
-  async #withCors(reply: Reply, origin: string | undefined, log: Logger): Promise<Reply> {
-    if ('access-control-allow-origin' in reply.headers) return reply;
-    let allowed = false;
+  /** The request's origin when pages of it may read cross-origin answers; a lookup failure refuses the request (503). */
+  async #allowedOrigin(origin: string): Promise<string | undefined> {
     try {
-      allowed = origin !== undefined && (await this.#options.corsOrigins?.(origin)) === true;
+      return (await this.#options.corsOrigins?.(origin)) === true ? origin : undefined;
     } catch (error) {
-      log.warn({ err: error, origin }, 'could not check the origin for CORS; answering without it');
+      throw new HttpError(503, 'storage_unavailable', 'the registry cannot check this origin right now; retry shortly', {
+        family: 'coordination',
+        headers: { 'retry-after': '2' },
+        cause: error,
+      });
     }
-    const headers = allowed
-      ? { ...reply.headers, 'access-control-allow-origin': origin!, 'access-control-expose-headers': CORS_EXPOSED_HEADERS, vary: 'origin' }
-      : { ...reply.headers, vary: 'origin' };
-    return { ...reply, headers };
   }
 
   #limit(route: AnyRoute, key: string): void {
@@ -344,6 +317,39 @@ export class HttpGateway {
     log.error({ err: error }, 'unhandled error');
     return new HttpError(500, 'internal_error', 'the registry failed to handle this request', { family: 'internal' });
   }
+}
+
+/**
+ * A CORS preflight of a path with operations pages call cross-origin: allowed for an allowed origin, for those
+ * operations' methods and the request headers the API reads. No credentials mode: the Runtime's calls carry bearer
+ * tokens, and no cookie may ride along. Without `Origin` and a requested method it is a plain OPTIONS.
+ */
+function preflight(headers: Readonly<Record<string, string>>, allowed: readonly string[], corsMethods: readonly string[], origin: string | undefined): Reply {
+  const allow = allowed.join(', ');
+  if (headers.origin === undefined || headers['access-control-request-method'] === undefined) return { status: 204, headers: { allow }, body: '' };
+  if (origin === undefined) {
+    throw new HttpError(403, 'cors_origin_not_allowed', `${headers.origin.slice(0, 300)} is not the origin of a registered Environment`, { family: 'runtime' });
+  }
+  const methods = corsMethods.map((m) => m.toUpperCase());
+  if (methods.includes('GET')) methods.push('HEAD');
+  return {
+    status: 204,
+    headers: {
+      allow,
+      'access-control-allow-methods': methods.join(', '),
+      'access-control-allow-headers': CORS_ALLOWED_HEADERS,
+      'access-control-max-age': String(CORS_MAX_AGE_S),
+    },
+    body: '',
+  };
+}
+
+/** A reply of a cross-origin operation: names the allowed origin, so the page may read it; varies by origin either way. */
+function withCors(reply: Reply, origin: string | undefined): Reply {
+  const headers = origin === undefined
+    ? { ...reply.headers, vary: 'origin' }
+    : { ...reply.headers, 'access-control-allow-origin': origin, 'access-control-expose-headers': CORS_EXPOSED_HEADERS, vary: 'origin' };
+  return { ...reply, headers };
 }
 
 /** Idempotency records keep single-valued headers: a keyed operation never sets cookies. */

@@ -5,16 +5,16 @@ export type RouteMatch =
   | { readonly kind: 'found'; readonly route: AnyRoute; readonly params: Readonly<Record<string, string>> }
   /**
    * `errorFormat`: the path's operations' own, when they share one (refusing them is part of those operations);
-   * `cors`: some operation of the path is called cross-origin (an OPTIONS is then its preflight).
+   * `corsMethods`: those of the path's operations called cross-origin (an OPTIONS is then their preflight).
    */
   | {
       readonly kind: 'method_not_allowed';
       readonly allowed: readonly HttpMethod[];
       readonly errorFormat: ErrorFormat | undefined;
-      readonly cors: boolean;
+      readonly corsMethods: readonly HttpMethod[];
     }
   | { readonly kind: 'not_found' }
-  | { readonly kind: 'bad_path'; readonly errorFormat: ErrorFormat };
+  | { readonly kind: 'bad_path'; readonly errorFormat: ErrorFormat; readonly cors: boolean };
 
 interface Compiled {
   readonly route: AnyRoute;
@@ -71,8 +71,8 @@ export class Router {
     const compiled = name === 'head' ? methods.get('get') : methods.get(name as HttpMethod);
     if (!compiled) {
       const formats = new Set([...methods.values()].map((c) => c.route.errorFormat));
-      const cors = [...methods.values()].some((c) => c.route.cors === true);
-      return { kind: 'method_not_allowed', allowed: [...methods.keys()], errorFormat: formats.size === 1 ? [...formats][0] : undefined, cors };
+      const corsMethods = [...methods].filter(([, c]) => c.route.cors === true).map(([m]) => m);
+      return { kind: 'method_not_allowed', allowed: [...methods.keys()], errorFormat: formats.size === 1 ? [...formats][0] : undefined, corsMethods };
     }
     const params: Record<string, string> = {};
     try {
@@ -80,7 +80,7 @@ export class Router {
         if (typeof s !== 'string') params[s.name] = decodeURIComponent(parts[i]!);
       });
     } catch {
-      return { kind: 'bad_path', errorFormat: compiled.route.errorFormat };
+      return { kind: 'bad_path', errorFormat: compiled.route.errorFormat, cors: compiled.route.cors === true };
     }
     return { kind: 'found', route: compiled.route, params };
   }
