@@ -5,12 +5,20 @@ import type { AuthorizationRequest } from './authorization-request.js';
 const escape = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
-function page(title: string, body: string): string {
+/** What an error page carries for support and tools, as every error does: its stable code and the request id. */
+export interface PageError {
+  readonly code: string;
+  readonly requestId: string;
+}
+
+function page(title: string, body: string, error?: PageError): string {
+  const meta = error ? `<meta name="registry-error-code" content="${escape(error.code)}"><meta name="registry-request-id" content="${escape(error.requestId)}">` : '';
+  const footer = error ? `<p><small>Error <code>${escape(error.code)}</code>, request <code>${escape(error.requestId)}</code></small></p>` : '';
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${meta}
 <title>${escape(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}button{font:inherit;padding:.5rem 1rem;margin-right:.5rem}</style>
-</head><body><h1>${escape(title)}</h1>${body}</body></html>`;
+</head><body><h1>${escape(title)}</h1>${body}${footer}</body></html>`;
 }
 
 /** Headers of every authorization page: not framable (no clickjacking of the consent), forms only to us and the client. */
@@ -23,14 +31,16 @@ export function pageHeaders(formTarget?: string): Record<string, string> {
   };
 }
 
-export function errorPage(message: string): string {
-  return page('This sign-in cannot continue', `<p>${escape(message)}</p><p>Close this page and try again from the application.</p>`);
+export function errorPage(message: string, error: PageError): string {
+  return page('This sign-in cannot continue', `<p>${escape(message)}</p><p>Close this page and try again from the application.</p>`, error);
 }
 
-export function signInPage(): string {
+/** `page_session_required`: the 401 of the authorization page, which is a page to show, not a body to parse. */
+export function signInPage(requestId: string): string {
   return page(
     'Sign in with your desktop app',
     '<p>Open the desktop app on this computer and sign in to the registry there, then reload this page.</p>',
+    { code: 'page_session_required', requestId },
   );
 }
 

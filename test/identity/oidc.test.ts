@@ -74,6 +74,10 @@ test('an unknown client or a redirect URI not registered for it gets an error pa
     assert.is(res.headers.get('location'), null);
     assert.match(res.headers.get('content-type')!, /^text\/html/);
     assert.match(res.headers.get('content-security-policy')!, /frame-ancestors 'none'/);
+    // Every error has a stable code and a request id: in the page as well as the header.
+    const html = await res.text();
+    assert.match(html, /<meta name="registry-error-code" content="(client_unknown|redirect_uri_invalid)">/, url);
+    assert.ok(html.includes(`<meta name="registry-request-id" content="${res.headers.get('x-request-id')}">`));
   }
 });
 
@@ -101,7 +105,9 @@ test('without a page session: the sign-in page, or login_required with prompt=no
   const stranger = new RegistryBrowser(server.url, alice.device);
   const page = await stranger.fetch(envAuthorize());
   assert.is(page.status, 401);
-  assert.match(await page.text(), /Sign in with your desktop app/);
+  const html = await page.text();
+  assert.match(html, /Sign in with your desktop app/);
+  assert.match(html, /<meta name="registry-error-code" content="page_session_required">/);
   const silent = await stranger.fetch(envAuthorize({ prompt: 'none' }));
   assert.is(new URL(silent.headers.get('location')!).searchParams.get('error'), 'login_required');
 });

@@ -169,9 +169,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         400: { description: 'The client or redirect URI cannot be trusted: error page, no redirect.', text: html },
         401: { description: 'No page session: the sign-in page.', text: html },
       },
-      handler: async ({ query, headers }) => {
+      handler: async ({ query, headers, requestId }) => {
         const check = await checkAuthorization(query, deps.directory);
-        if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message), headers: pageHeaders() };
+        if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
         }
@@ -182,7 +182,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
           if (request.promptNone) {
             return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { error: 'login_required', state: request.state }) } };
           }
-          return { status: 401, body: signInPage(), headers: pageHeaders() };
+          return { status: 401, body: signInPage(requestId), headers: pageHeaders() };
         }
         if (request.promptNone) {
           // Silent renewal only for what the person already agreed to on this page, and never for the CLI client: any
@@ -214,13 +214,13 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         400: { description: 'The client or redirect URI cannot be trusted: error page, no redirect.', text: html },
       },
       errors: [403],
-      handler: async ({ body, principal }) => {
+      handler: async ({ body, principal, requestId }) => {
         const session = principalAs(principal, 'pageSession');
         if (!deps.sessions.checkCsrf(session.sessionId, body.csrf)) {
           throw new HttpError(403, 'csrf_invalid', 'the consent form is stale or was not made by the registry; reload the page', { family: 'account_policy' });
         }
         const check = await checkAuthorization(body, deps.directory);
-        if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message), headers: pageHeaders() };
+        if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
         }
