@@ -124,6 +124,8 @@ export class Activation implements CommitParticipant {
   #version = 0;
   #committedVersion = 0;
   #writtenThisEpoch = false;
+  /** Whether any write of this activation was queued: until then the store cannot come to hold its epoch. */
+  #sentWrites = false;
   /** Version of the newest stored snapshot; the journal after it is replayed on load. */
   #snapshotVersion = 0;
   /** Durable timers of the current state, and (serialised) those of the stored snapshot. */
@@ -175,6 +177,9 @@ export class Activation implements CommitParticipant {
   }
   get pending(): number {
     return this.#mailbox.length + this.#waiting.length;
+  }
+  get sentWrites(): boolean {
+    return this.#sentWrites;
   }
   get armedTimers(): ReadonlyMap<string, number> {
     return new Map([...this.#timers].map(([name, t]) => [name, t.dueAt]));
@@ -285,11 +290,20 @@ export class Activation implements CommitParticipant {
     this.#version = baseVersion + 1;
     this.#snapshot = next;
     this.#timersNow = timers;
+    const withSnapshot = this.#snapshotDue(timers);
+    if (withSnapshot) {
+      // What the store will hold once this write commits (a failed commit stops the activation): the next write
+      // compares its timers with these, not with an older committed snapshot's, so a change made while this one is
+      // in flight is stored too.
+      this.#snapshotVersion = this.#version;
+      this.#timersStored = timers;
+    }
+    this.#sentWrites = true;
     this.#ctx.lanes.enqueue(
       this,
       baseVersion,
       { version: this.#version, event: this.#definition.journalView?.(stamped) ?? stamped, at: now },
-      this.#snapshotDue(timers),
+      withSnapshot,
     );
     this.#armTimers(timers);
     request.reply = { version: this.#version, snapshot: next, emitted: emitted ?? NONE, changed: true };
@@ -338,14 +352,10 @@ export class Activation implements CommitParticipant {
     this.#waiting.push(request);
   }
 
-  committed(version: number, snapshot: SnapshotWrite | undefined): void {
+  committed(version: number): void {
     if (this.#status !== 'live') return;
     this.#committedVersion = version;
     this.#writtenThisEpoch = true;
-    if (snapshot) {
-      this.#snapshotVersion = snapshot.version;
-      this.#timersStored = snapshot.timers;
-    }
     let released = 0;
     while (released < this.#waiting.length && this.#waiting[released]!.reply!.version <= version) released++;
     for (const request of this.#waiting.splice(0, released)) {
@@ -394,28 +404,46 @@ export class Activation implements CommitParticipant {
   }
 
   #armTimers(timers: Readonly<Record<string, number>>): void {
-    if (timers === NO_TIMERS && this.#timers.size === 0) return;
+    if (timers === NO_TIMERS && this.#timers.size === 0 && this.#fired.size === 0) return;
     for (const [name, armed] of this.#timers) {
       if (timers[name] !== armed.dueAt) {
         this.#ctx.clock.clearTimeout(armed.handle);
         this.#timers.delete(name);
       }
     }
+    // Only deadlines the state still holds need remembering as delivered: a live actor that keeps moving its
+    // deadline would otherwise keep one entry for every deadline it ever had.
+    for (const fired of this.#fired) {
+      const at = fired.lastIndexOf('@');
+      if (timers[fired.slice(0, at)] !== Number(fired.slice(at + 1))) this.#fired.delete(fired);
+    }
     const now = this.#ctx.clock.now();
     for (const [name, dueAt] of Object.entries(timers)) {
       if (this.#timers.has(name) || this.#fired.has(`${name}@${dueAt}`)) continue;
-      const fire = (): void => {
-        this.#timers.delete(name);
-        this.#fired.add(`${name}@${dueAt}`);
-        if (this.#status === 'live') this.#ctx.timerDue(this, name, dueAt);
-      };
       if (dueAt <= now) {
         // Overdue (found after a restart or passivation): deliver now, after the current event, not via the clock.
         this.#fired.add(`${name}@${dueAt}`);
-        queueMicrotask(fire);
+        queueMicrotask(() => this.#fireTimer(name, dueAt));
         continue;
       }
-      this.#timers.set(name, { dueAt, handle: this.#ctx.clock.setTimeout(fire, dueAt - now) });
+      this.#timers.set(name, { dueAt, handle: this.#ctx.clock.setTimeout(() => this.#fireTimer(name, dueAt), dueAt - now) });
     }
+  }
+
+  #fireTimer(name: string, dueAt: number): void {
+    this.#timers.delete(name);
+    this.#fired.add(`${name}@${dueAt}`);
+    if (this.#status === 'live') this.#ctx.timerDue(this, name, dueAt);
+  }
+
+  /**
+   * The timer's delivery was refused while this activation stays live (its mailbox was full): it is delivered again
+   * after `delayMs`, as long as the state still holds that deadline. Nothing else would: the poller leaves live
+   * actors to their own timers.
+   */
+  timerRefused(name: string, dueAt: number, delayMs: number): void {
+    if (this.#status !== 'live' || this.#timersNow[name] !== dueAt || this.#timers.has(name)) return;
+    this.#fired.delete(`${name}@${dueAt}`);
+    this.#timers.set(name, { dueAt, handle: this.#ctx.clock.setTimeout(() => this.#fireTimer(name, dueAt), delayMs) });
   }
 }

@@ -3,10 +3,16 @@ import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEven
 import { Activation, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
-import { ActorEventUnstorableError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
+import { ActorEventUnstorableError, ActorOverloadedError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
 import type { Ownership } from './ownership.js';
-import { actorId, type ActorStore } from '../storage/actor-store.js';
+import { actorId, type ActorStore, type DueActor } from '../storage/actor-store.js';
 import { unstorableTextAt } from '../storage/storable-text.js';
+
+/** How soon a timer whose delivery a full mailbox refused is tried again. */
+const TIMER_RETRY_MS = 1_000;
+/** Due-timer rows read per page, and pages per poll (rows the poll skips must not hide the ones after them). */
+const DUE_PAGE = 1_000;
+const DUE_PAGES_PER_POLL = 20;
 
 export interface HostObserver extends CommitObserver {
   activated(kind: string): void;
@@ -251,15 +257,18 @@ export class ActorHost {
           ofKind.delete(activation.key);
           this.#liveCount--;
         }
-        if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written);
+        // An activation that never sent a write cannot come to hold its epoch in the store: forget it like a written one.
+        if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written || !activation.sentWrites);
         this.#observer?.deactivated(activation.kind, reason);
         if (reason !== 'passivated') this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
       },
       timerDue: (activation, name, dueAt) => {
         const event: Omit<TimerDueEvent, 'at'> = { type: 'timer.due', name, dueAt };
         this.send(activation.kind, activation.key, event).catch((error: unknown) => {
-          // The deadline stays in the snapshot, so the poller delivers it again after the actor reloads.
           this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, timer: name, err: error }, 'timer delivery failed');
+          // A full mailbox refuses it while the actor stays live: try again shortly. Any other failure stops the
+          // activation; the deadline stays in the snapshot, so the poller delivers it after the actor reloads.
+          if (error instanceof ActorOverloadedError) activation.timerRefused(name, dueAt, TIMER_RETRY_MS);
         });
       },
       warn: (message, details) => this.#logger.warn(details, message),
@@ -275,16 +284,24 @@ export class ActorHost {
 
   async #pollTimers(): Promise<void> {
     try {
-      // Look one poll interval ahead: actors activated now arm their own precise timers.
-      const due = await this.#store.dueActors(this.#clock.now() + this.#timerPollMs, 1_000);
-      for (const { kind, key } of due) {
-        if (this.#draining) break;
-        if (!this.#kinds.has(kind) || this.#live.get(kind)?.has(key)) continue;
-        try {
-          this.#activationFor(kind, key);
-        } catch (error) {
-          this.#logger.warn({ actor: `${kind}/${key}`, err: error }, 'cannot activate actor with due timer');
+      // Look one poll interval ahead: actors activated now arm their own precise timers. Rows are paged past the
+      // ones skipped (live actors, kinds this node does not host, keys that cannot be activated), which would
+      // otherwise fill every page and hide the due actors after them.
+      const before = this.#clock.now() + this.#timerPollMs;
+      let after: DueActor | undefined;
+      for (let page = 0; page < DUE_PAGES_PER_POLL && !this.#draining; page++) {
+        const due = await this.#store.dueActors(before, DUE_PAGE, after);
+        for (const { kind, key } of due) {
+          if (this.#draining) break;
+          if (!this.#kinds.has(kind) || this.#live.get(kind)?.has(key)) continue;
+          try {
+            this.#activationFor(kind, key);
+          } catch (error) {
+            this.#logger.warn({ actor: `${kind}/${key}`, err: error }, 'cannot activate actor with due timer');
+          }
         }
+        if (due.length < DUE_PAGE) break;
+        after = due.at(-1);
       }
     } catch (error) {
       this.#logger.warn({ err: error }, 'timer poll failed');

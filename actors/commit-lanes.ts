@@ -8,7 +8,7 @@ export interface CommitParticipant {
   readonly epoch: number;
   /** The participant's snapshot as of its newest queued version, for a write that carries one. */
   snapshotForCommit(): SnapshotWrite;
-  committed(version: number, snapshot: SnapshotWrite | undefined): void;
+  committed(version: number): void;
   fenced(): void;
   commitFailed(error: unknown): void;
 }
@@ -128,16 +128,13 @@ class CommitLane {
     this.#inFlight = true;
     // Every event of an actor gets its journal row; a snapshot, when one is due, is the newest state only.
     const entries: CommitEntry[] = [];
-    const snapshots: Array<SnapshotWrite | undefined> = [];
     for (const p of batch) {
       const { kind, key, epoch } = p.participant;
-      const snapshot = p.withSnapshot ? snapshotAt(p) : undefined;
       entries.push(
-        snapshot
-          ? { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot }
+        p.withSnapshot
+          ? { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot: snapshotAt(p) }
           : { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal },
       );
-      snapshots.push(snapshot);
     }
     const started = performance.now();
     try {
@@ -148,7 +145,7 @@ class CommitLane {
       this.#inFlight = false;
       batch.forEach((p, i) => {
         if (fenced.has(i)) p.participant.fenced();
-        else p.participant.committed(p.version, snapshots[i]);
+        else p.participant.committed(p.version);
       });
     } catch (error) {
       this.#observer?.batchFailed(batch.length, error);

@@ -7,12 +7,15 @@
 export interface Ownership {
   /** An epoch greater than `atLeast` and than every epoch granted before for this actor. */
   claim(kind: string, key: string, atLeast: number): Promise<number>;
-  /** The activation holding `epoch` has ended; `written` says whether the store now holds that epoch. */
-  release(kind: string, key: string, epoch: number, written: boolean): void;
+  /**
+   * The activation holding `epoch` has ended; `settled`: the store holds that epoch, or never will (nothing was sent
+   * under it), so the store alone now says what the next epoch must exceed.
+   */
+  release(kind: string, key: string, epoch: number, settled: boolean): void;
 }
 
 export class InProcessOwnership implements Ownership {
-  // Only epochs not yet visible in the store are remembered: once written, the stored epoch carries the floor.
+  // Only epochs that may still reach the store are remembered: otherwise the stored epoch carries the floor.
   readonly #granted = new Map<string, number>();
 
   async claim(kind: string, key: string, atLeast: number): Promise<number> {
@@ -22,8 +25,8 @@ export class InProcessOwnership implements Ownership {
     return epoch;
   }
 
-  release(kind: string, key: string, epoch: number, written: boolean): void {
+  release(kind: string, key: string, epoch: number, settled: boolean): void {
     const id = `${kind}\u0000${key}`;
-    if (written && this.#granted.get(id) === epoch) this.#granted.delete(id);
+    if (settled && this.#granted.get(id) === epoch) this.#granted.delete(id);
   }
 }

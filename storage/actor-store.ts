@@ -15,8 +15,8 @@ export interface ActorStore {
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
-  /** Actors with a durable timer due at or before `before`, earliest first. */
-  dueActors(before: number, limit: number): Promise<readonly DueActor[]>;
+  /** Actors with a durable timer due at or before `before`, earliest first (then by kind and key), after `after`. */
+  dueActors(before: number, limit: number, after?: DueActor): Promise<readonly DueActor[]>;
   /** Resolves when the store answers a trivial query. */
   ping(): Promise<void>;
 }

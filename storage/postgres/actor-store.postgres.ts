@@ -30,8 +30,8 @@ interface EntryInput {
  * One statement per batch, one `json` parameter: a batch of thousands of actors costs one round trip and one WAL
  * flush, and each entry's journal segment is one row. `json`, not `jsonb`: the segments are stored as the text they
  * arrive as, and only snapshots are parsed into `jsonb`.
- * The fence is inside the statement: an entry applies only if the stored epoch is not newer and the journal ends at
- * its base version (two primary-key probes, no write). Two writers passing the check at the same instant collide on
+ * The fence is inside the statement: an entry applies only if the stored epoch is not newer and the journal ends
+ * exactly at its base version (two primary-key probes, no write). Two writers passing the check at the same instant collide on
  * the journal's primary key (the segment's first version), which fails that whole batch: its actors reload, nothing
  * is written twice. Only refused entries come back (by position, usually none): every row returned is parsed and
  * matched in Node.
@@ -44,7 +44,9 @@ WITH checked AS (
   SELECT i.*,
          COALESCE((SELECT s.epoch FROM actor_snapshots s WHERE s.kind = i.kind AND s.key = i.key), 0) <= i.epoch
            AND COALESCE((SELECT j.last_version FROM actor_journal j WHERE j.kind = i.kind AND j.key = i.key
-                          ORDER BY j.version DESC LIMIT 1), 0) <= i.base AS ok
+                          ORDER BY j.version DESC LIMIT 1),
+                        -- No journal (never written, or a snapshot written without one): the snapshot's version.
+                        (SELECT s.version FROM actor_snapshots s WHERE s.kind = i.kind AND s.key = i.key), 0) = i.base AS ok
     FROM ROWS FROM (json_to_recordset($1::json) AS (kind text, key text, base int8, epoch int8, journal json, snap json))
          WITH ORDINALITY AS i(kind, key, base, epoch, journal, snap, n)
 ), snapshots AS (
@@ -162,14 +164,15 @@ export class PostgresActorStore implements ActorStore {
     return entries.slice(0, options.limit);
   }
 
-  async dueActors(before: number, limit: number): Promise<readonly DueActor[]> {
-    const rows = await this.#db
+  async dueActors(before: number, limit: number, after?: DueActor): Promise<readonly DueActor[]> {
+    let query = this.#db
       .selectFrom('actor_snapshots')
       .select(['kind', 'key', 'next_due_at'])
-      .where('next_due_at', '<=', new Date(before))
-      .orderBy('next_due_at')
-      .limit(limit)
-      .execute();
+      .where('next_due_at', '<=', new Date(before));
+    if (after) {
+      query = query.where(sql<boolean>`(next_due_at, kind, key) > (${new Date(after.nextDueAt)}, ${after.kind}, ${after.key})`);
+    }
+    const rows = await query.orderBy('next_due_at').orderBy('kind').orderBy('key').limit(limit).execute();
     return rows.map((r) => ({ kind: r.kind, key: r.key, nextDueAt: (r.next_due_at ?? new Date(before)).getTime() }));
   }
 

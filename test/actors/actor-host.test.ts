@@ -199,7 +199,7 @@ test('a failed commit fails the waiting replies and reloads the actor from its l
   const flaky: ActorStore = {
     load: (kind, key) => store.load(kind, key),
     readJournal: (kind, key, q) => store.readJournal(kind, key, q),
-    dueActors: (before, limit) => store.dueActors(before, limit),
+    dueActors: (before, limit, after) => store.dueActors(before, limit, after),
     ping: () => store.ping(),
     commit: async (entries: readonly CommitEntry[]): Promise<CommitOutcome> => {
       if (failNext) {

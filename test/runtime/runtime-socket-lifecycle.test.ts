@@ -1,0 +1,187 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import WebSocket from 'ws';
+import { ManualClock } from '../../actors/clock.js';
+import { RuntimeClient } from '../../client/runtime-client.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { jsonOf } from '../support/http.js';
+import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
+import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
+
+/**
+ * The lifetimes of the Runtime plane's sockets: one runtime socket per session (a newer one replaces the older, whose
+ * close must not take the live one's presence along), sockets that close the moment their sign-in ends without a
+ * logout, and a logout whose Runtime step failed once that the browser can retry.
+ */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+const clock = new ManualClock(Date.now());
+let env: TestEnvironment;
+let ida: RuntimePerson;
+let jon: RuntimePerson;
+let kim: RuntimePerson;
+let lea: RuntimePerson;
+const LEASE_TTL_S = 30;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, clock);
+  ida = await runtimePerson(server, 'ida');
+  jon = await runtimePerson(server, 'jon');
+  kim = await runtimePerson(server, 'kim');
+  lea = await runtimePerson(server, 'lea');
+  ida.device.now = jon.device.now = kim.device.now = lea.device.now = () => clock.now();
+  env = await testEnvironment(server.opsUrl, 'idas-world', 'ida');
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+interface Socket {
+  readonly ws: WebSocket;
+  readonly messages: Array<Record<string, unknown>>;
+  readonly closed: Promise<{ code: number; reason: string }>;
+  next(type: string): Promise<Record<string, unknown>>;
+  send(message: unknown): void;
+}
+
+/**
+ * Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. A socket uWS cut
+ * right after its upgrade is opened again (see cutAfterUpgrade).
+ */
+async function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
+  for (let attempt = 1; ; attempt += 1) {
+    const socket = await connectOnce(url, protocols, origin);
+    if (attempt === 3 || !(await cutAfterUpgrade(socket.ws, socket.closed.then((c) => c.code)))) return socket;
+  }
+}
+
+function connectOnce(url: string, protocols: string[], origin: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols, { origin });
+    const messages: Array<Record<string, unknown>> = [];
+    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+    ws.on('message', (data) => messages.push(JSON.parse(data.toString()) as Record<string, unknown>));
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Record<string, unknown> })));
+    });
+    ws.on('error', (error) => reject(error));
+    ws.on('open', () =>
+      resolve({
+        ws,
+        messages,
+        closed,
+        send: (message) => ws.send(JSON.stringify(message)),
+        next: (type) => waitFor(() => messages.find((m) => m.type === type), `a ${type} message (got ${JSON.stringify(messages)})`),
+      }),
+    );
+  });
+}
+
+const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin) => connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin);
+const controlUrl = () => `${server.url.replace(/^http/, 'ws')}/v1/runtime/control`;
+const controlToken = async (page: RuntimeClient): Promise<string> => String((await jsonOf(await page.controlToken())).controlToken);
+
+
+test('a newer runtime socket of a session replaces the older one (4411), and keeps the session present and hinted', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const old = await runtimeSocket(page);
+  await old.next('ready');
+  const fresh = await runtimeSocket(page);
+  await fresh.next('ready');
+  assert.is((await old.closed).code, 4411, 'the older socket is closed as replaced');
+  clock.advance(200);
+  await new Promise((r) => setTimeout(r, 50));
+  const hintsBefore = fresh.messages.filter((m) => m.type === 'hint').length;
+  // Another member of the Environment joins: the live page hears the hint and is still listed.
+  const jonPage = await (await jon.runtime(env)).open();
+  const jonSocket = await runtimeSocket(jonPage);
+  await jonSocket.next('ready');
+  clock.advance(200);
+  await waitFor(() => fresh.messages.filter((m) => m.type === 'hint').length > hintsBefore, 'a presence hint on the live socket');
+  jonSocket.send({ type: 'presence.list', ref: 'j' });
+  const snapshot = await jonSocket.next('presence.snapshot');
+  const actors = (snapshot.members as Array<{ actorId: string }>).map((m) => m.actorId);
+  const ready = fresh.messages.find((m) => m.type === 'ready')!;
+  assert.ok(actors.includes(String(ready.actorId)), `ida's live page is present; members were ${JSON.stringify(snapshot.members)}`);
+  assert.is(fresh.ws.readyState, WebSocket.OPEN);
+  jonSocket.ws.close();
+  fresh.ws.close();
+  await jonPage.release();
+  await page.release();
+});
+
+test('one session holds one runtime socket: opening five leaves only the newest open', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const sockets: Socket[] = [];
+  for (let i = 0; i < 5; i++) {
+    const s = await runtimeSocket(page);
+    await s.next('ready');
+    sockets.push(s);
+  }
+  const codes = await Promise.all(sockets.slice(0, -1).map(async (s) => (await s.closed).code));
+  assert.equal(codes, [4411, 4411, 4411, 4411]);
+  assert.is(sockets.at(-1)!.ws.readyState, WebSocket.OPEN);
+  sockets.at(-1)!.ws.close();
+  await page.release();
+});
+
+test('a sign-in that ends without a logout (the device signs out) closes the runtime socket and the control channel at once', async () => {
+  const person = kim;
+  const page = await (await person.runtime(env)).open();
+  const socket = await runtimeSocket(page);
+  await socket.next('ready');
+  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  await control.next('session.activity');
+  const out = await person.device.request(server.url, 'POST', '/v1/account/sign-out');
+  assert.is(out.status, 204, await out.clone().text());
+  // No renewal round runs (the clock stands still): the raised account epoch is told to the sockets.
+  assert.is((await socket.closed).code, 4401);
+  assert.is((await socket.next('lease.ended')).reason, 'revoked');
+  assert.is((await control.closed).code, 4401);
+});
+
+test('a logout whose Runtime step failed once is retried by the browser, and the control channel then hears browser.signed_out', async () => {
+  const person = lea;
+  const page = await (await person.runtime(env)).open();
+  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  await control.next('session.activity');
+  // The console session, as logoutBrowser() in test/support/runtime.ts opens it.
+  const desktop = await person.device.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
+  const { accessToken } = (await desktop.json()) as { accessToken: string };
+  const consoleSession = await person.browser.fetch(`${server.url}/v1/auth/console-session`, { method: 'POST', headers: { authorization: `Bearer ${accessToken}` } });
+  const { csrfToken } = (await consoleSession.json()) as { csrfToken: string };
+  const logout = () => person.browser.fetch(`${server.url}/v1/auth/logout`, { method: 'POST', headers: { 'x-csrf-token': csrfToken } });
+  // One transient failure of the session actor while the logout listener runs.
+  const host = server.services.host as unknown as { send: (...args: unknown[]) => Promise<unknown> };
+  const original = host.send;
+  let failed = false;
+  host.send = function (this: unknown, ...args: unknown[]) {
+    const command = args[2] as { type?: string };
+    if (!failed && command?.type === 'session.revoke') {
+      failed = true;
+      return Promise.reject(new Error('transient failure'));
+    }
+    return original.apply(this, args);
+  };
+  const first = await logout();
+  host.send = original;
+  assert.ok(failed, 'the fault was injected');
+  assert.ok(first.status >= 500, `the first logout failed (${first.status})`);
+  // "A listener that fails fails the logout, which the browser retries" (identity/browser-sessions.ts:160)
+  const retry = await logout();
+  const retryBody = await retry.text();
+  await new Promise((r) => setTimeout(r, 100));
+  const heard = control.messages.some((m) => m.type === 'browser.signed_out');
+  const state = control.ws.readyState;
+  control.ws.close();
+  assert.ok(heard && state !== WebSocket.OPEN, `after the retry (${retry.status} ${retryBody}) the control channel must have heard browser.signed_out and closed; it is ${state === WebSocket.OPEN ? 'still open' : 'closed'} and heard=${heard}`);
+});
+
+test.run();
