@@ -48,6 +48,7 @@ export class Accounts {
   readonly #keys = new DeviceKeyCache();
   /** Device id → account id: assigned once and never changed, so it is cached (bounded). */
   readonly #deviceAccounts = new Map<string, string>();
+  readonly #epochListeners: Array<(accountId: string) => void> = [];
 
   constructor(host: ActorHost, clock: Clock) {
     this.#host = host;
@@ -133,15 +134,15 @@ export class Accounts {
   }
 
   async removeDevice(accountId: string, byDeviceId: string, deviceId: string): Promise<number> {
-    return this.#removed(await this.#host.send('account', accountId, { type: 'account.device.remove', deviceId, byDeviceId }));
+    return this.#removed(accountId, await this.#host.send('account', accountId, { type: 'account.device.remove', deviceId, byDeviceId }));
   }
 
   async revokeOthers(accountId: string, byDeviceId: string): Promise<number> {
-    return this.#removed(await this.#host.send('account', accountId, { type: 'account.devices.revokeOthers', byDeviceId }));
+    return this.#removed(accountId, await this.#host.send('account', accountId, { type: 'account.devices.revokeOthers', byDeviceId }));
   }
 
   async signOut(accountId: string, deviceId: string): Promise<number> {
-    return this.#removed(await this.#host.send('account', accountId, { type: 'account.signOut', deviceId }));
+    return this.#removed(accountId, await this.#host.send('account', accountId, { type: 'account.signOut', deviceId }));
   }
 
   /** The device key lookup behind device assertions: device id → account → that device's key and status. */
@@ -169,9 +170,18 @@ export class Accounts {
     if (outcome?.type !== 'device.assigned') throw new Error(`device id ${deviceId} collided`);
   }
 
-  #removed(reply: ActorReply): number {
+  /**
+   * Other planes end at once what a raised epoch ends (open sockets made under an older sign-in); it is committed
+   * already, so a listener's failure is theirs to handle, and they re-check on their own schedule as well.
+   */
+  onEpochRaised(listener: (accountId: string) => void): void {
+    this.#epochListeners.push(listener);
+  }
+
+  #removed(accountId: string, reply: ActorReply): number {
     const outcome = this.#outcome(reply);
     if (outcome.type !== 'account.devicesRemoved') throw new Error(`unexpected outcome ${outcome.type}`);
+    for (const listener of this.#epochListeners) listener(accountId);
     return outcome.epoch;
   }
 

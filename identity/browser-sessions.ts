@@ -152,20 +152,22 @@ export class BrowserSessions {
   }
 
   /**
-   * Browser SSO logout: every page and console session of this browser ends, and so do the Environment grants
-   * authorized through it (the runtime tokens of that browser) and its unexchanged codes. CLI and desktop grants are
-   * not browser-bound and stay.
-   */
-  /**
-   * Other planes end what they correlate with a browser when it logs out (the Runtime sessions opened in it). A
-   * listener that fails fails the logout, which the browser retries: every step of a logout is idempotent.
+   * Other planes end what they correlate with a browser when it logs out (the Runtime sessions opened in it). They
+   * run before the browser's own sessions end: a listener that fails fails the logout, and the browser's retry is
+   * still signed in to make it (every step of a logout is idempotent).
    */
   onLogout(listener: (browserId: string, at: number) => Promise<void>): void {
     this.#logoutListeners.push(listener);
   }
 
+  /**
+   * Browser SSO logout: every page and console session of this browser ends, and so do the Environment grants
+   * authorized through it (the runtime tokens of that browser) and its unexchanged codes. CLI and desktop grants are
+   * not browser-bound and stay.
+   */
   async logoutBrowser(browserId: string, reason: string): Promise<{ sessions: number; grants: number }> {
     const at = new Date(this.#clock.now());
+    await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, at.getTime())));
     const ended = await this.#db.transaction().execute(async (trx) => {
       const sessions = await trx
         .updateTable('browser_sessions')
@@ -184,7 +186,6 @@ export class BrowserSessions {
       await trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('used_at', 'is', null).execute();
       return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };
     });
-    await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, at.getTime())));
     return ended;
   }
 }

@@ -113,6 +113,7 @@ export function mediaFeature(): ServerParts {
       socket = mediaControlSocket({ grants: pluginGrants, activity, rooms, clock });
       return {
         stop: async () => {
+          socket?.stop();
           await rooms?.close();
           (await pool?.catch(() => undefined))?.close();
         },

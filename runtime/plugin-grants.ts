@@ -29,6 +29,8 @@ export interface IssuedPluginGrant {
 
 /** A grant that holds right now, as its backend component sees it. */
 export interface LivePluginGrant extends LiveFencedGrant {
+  /** The registry's own account id: for this node's bookkeeping only, never shown to the Plugin or a backend. */
+  readonly accountId: string;
   readonly pluginId: string;
   readonly component: string;
   readonly context: Readonly<Record<string, string>>;
@@ -42,6 +44,9 @@ export interface LivePluginGrant extends LiveFencedGrant {
  * logout): every use checks that online, so no separate revocation sweep can be missed.
  */
 export class PluginGrants {
+  /** In-process listeners by grant id: a connection made with a grant closes the moment it is revoked. */
+  readonly #revocationListeners = new Map<string, Set<() => void>>();
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly clock: Clock,
@@ -108,9 +113,23 @@ export class PluginGrants {
         .where('account_id', '=', caller.accountId)
         .executeTakeFirst();
       if (!row) return false;
-      if (row.revoked_at === null) await this.db.updateTable('plugin_grants').set({ revoked_at: new Date(this.clock.now()) }).where('id', '=', grantId).execute();
+      if (row.revoked_at === null) {
+        await this.db.updateTable('plugin_grants').set({ revoked_at: new Date(this.clock.now()) }).where('id', '=', grantId).execute();
+        for (const listener of [...(this.#revocationListeners.get(grantId) ?? [])]) listener();
+      }
       return true;
     });
+  }
+
+  /** Calls `listener` when this node revokes the grant; returns the unsubscribe. */
+  onRevoked(grantId: string, listener: () => void): () => void {
+    let set = this.#revocationListeners.get(grantId);
+    if (!set) this.#revocationListeners.set(grantId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#revocationListeners.get(grantId) === set) this.#revocationListeners.delete(grantId);
+    };
   }
 
   /**
@@ -122,7 +141,7 @@ export class PluginGrants {
       const row = await this.db.selectFrom('plugin_grants').selectAll().where('token_hash', '=', hashToken(token)).executeTakeFirst();
       if (!row || row.plugin_id !== pluginId) return undefined;
       const live = await liveFencedGrant(row, this.clock.now(), this.sessions, this.signInLive);
-      return live && { ...live, pluginId: row.plugin_id, component: row.component, context: row.context };
+      return live && { ...live, accountId: row.account_id, pluginId: row.plugin_id, component: row.component, context: row.context };
     });
   }
 }

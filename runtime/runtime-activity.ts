@@ -35,6 +35,7 @@ export type ActivityListener = (event: RuntimeActivityEvent, order: number) => v
 export class RuntimeActivity {
   readonly #clock: Clock;
   readonly #listeners = new Map<string, Set<ActivityListener>>();
+  readonly #accountListeners = new Map<string, Set<() => void>>();
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -48,6 +49,24 @@ export class RuntimeActivity {
       set.delete(listener);
       if (set.size === 0 && this.#listeners.get(sessionId) === set) this.#listeners.delete(sessionId);
     };
+  }
+
+  /**
+   * Listens for the account's sign-ins possibly ending (its epoch was raised: a device signed out or removed). Such an
+   * end touches no session, so the session listeners do not hear it; each listener checks its own sign-in online.
+   */
+  subscribeAccount(accountId: string, listener: () => void): () => void {
+    let set = this.#accountListeners.get(accountId);
+    if (!set) this.#accountListeners.set(accountId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#accountListeners.get(accountId) === set) this.#accountListeners.delete(accountId);
+    };
+  }
+
+  signInsChanged(accountId: string): void {
+    for (const listener of [...(this.#accountListeners.get(accountId) ?? [])]) listener();
   }
 
   /** `seenVersion`: the lease version this change concerns (the session's own, or the one that superseded it). */

@@ -219,18 +219,22 @@ export class RuntimeSessions {
   /** Browser SSO logout: every Runtime session opened in that browser is revoked, and its lease freed. */
   async revokeBrowser(browserId: string): Promise<number> {
     const rows = await this.#o.db.selectFrom('runtime_session_browsers').select('session_id').where('browser_id', '=', browserId).execute();
-    let revoked = 0;
-    for (const { session_id: sessionId } of rows) {
-      const context = (await this.#storedSession(sessionId))?.context;
-      if (!context || context.endedAt !== null) continue;
-      await this.#o.host.send(RUNTIME_LEASE_KIND, context.accountId, { type: 'lease.release', sessionId });
-      await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.revoke', reason: 'browser_logout' });
-      this.#o.activity.signedOut(sessionId);
-      revoked++;
-    }
+    // Every session is tried even when one fails, so a retried logout has only the failed ones left to do.
+    const outcomes = await Promise.allSettled(
+      rows.map(async ({ session_id: sessionId }) => {
+        const context = (await this.#storedSession(sessionId))?.context;
+        if (!context || context.endedAt !== null) return false;
+        await this.#o.host.send(RUNTIME_LEASE_KIND, context.accountId, { type: 'lease.release', sessionId });
+        await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.revoke', reason: 'browser_logout' });
+        this.#o.activity.signedOut(sessionId);
+        return true;
+      }),
+    );
+    const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+    if (failed) throw failed.reason;
     // Ended sessions need no index: a later logout of the same browser has nothing to find there.
     await this.#o.db.deleteFrom('runtime_session_browsers').where('browser_id', '=', browserId).execute();
-    return revoked;
+    return outcomes.filter((o) => o.status === 'fulfilled' && o.value).length;
   }
 
   /** After the lease actor committed the end of a holding: the session learns it, its sockets are told. */

@@ -56,5 +56,6 @@ export const RuntimeCloseCode = Object.freeze({
   revoked: 4401,
   superseded: 4409,
   released: 4410,
+  replaced: 4411,
   lapsed: 4412,
 });

@@ -32,10 +32,13 @@ interface RuntimeSocketUser {
 interface ControlSocketUser {
   readonly owner: { accountId: string; environmentId: string; origin: string };
   readonly sessionId: string;
+  /** The sign-in (OAuth grant) the control token was issued under: the channel lives only as long as it does. */
+  readonly grantId: string;
   unsubscribe?: () => void;
 }
 
 type RuntimeConn = WsConnection<RuntimeSocketUser, RuntimeServerMessage>;
+type ControlConn = WsConnection<ControlSocketUser, ControlServerMessage>;
 
 interface Member {
   readonly actorId: string;
@@ -58,9 +61,11 @@ class EnvironmentPresence {
     this.#hint(environmentId);
   }
 
-  leave(environmentId: string, sessionId: string): void {
+  /** Removes the session's member if `conn` is still the one holding its place. */
+  leave(environmentId: string, sessionId: string, conn: RuntimeConn): void {
     const members = this.#byEnvironment.get(environmentId);
-    if (!members?.delete(sessionId)) return;
+    if (members?.get(sessionId)?.conn !== conn) return;
+    members.delete(sessionId);
     if (members.size === 0) this.#byEnvironment.delete(environmentId);
     else this.#hint(environmentId);
   }
@@ -125,26 +130,41 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     conn.close(closeFor(reason), `lease ${reason}`);
   };
 
+  /** Control channels open on this node. */
+  const controls = new Set<ControlConn>();
+  /** The one runtime socket of each session: a newer one replaces it (a page reconnecting before its old socket died). */
+  const bySession = new Map<string, RuntimeConn>();
+  const endControl = (conn: ControlConn): void => conn.close(RuntimeCloseCode.revoked, 'sign-in ended');
+
+  /**
+   * A sign-in can end without its sessions hearing (a device signed out or removed raises the account epoch): the
+   * sockets made under it close, checked online for each sign-in once.
+   */
+  const checkSignIns = (runtimeConns: Iterable<RuntimeConn>, controlConns: Iterable<ControlConn>): void => {
+    const byGrant = new Map<string, Array<() => void>>();
+    const add = (grantId: string, end: () => void): void => {
+      const ends = byGrant.get(grantId);
+      if (ends) ends.push(end);
+      else byGrant.set(grantId, [end]);
+    };
+    for (const conn of runtimeConns) add(conn.user.caller.grantId, () => endLease(conn, 'revoked'));
+    for (const conn of controlConns) add(conn.user.grantId, () => endControl(conn));
+    for (const [grantId, ends] of byGrant) {
+      deps.tokens.signInLive(grantId).then(
+        (live) => {
+          if (!live) for (const end of ends) end();
+        },
+        (err: unknown) => deps.warn({ err }, 'sign-in check failed; retrying next round'),
+      );
+    }
+  };
+
   // An open socket is a Runtime in use: keep its lease, and drop sockets whose lease moved without us hearing.
   let renewal: TimerHandle | undefined;
   const renewEvery = Math.max(1_000, Math.floor(sessions.leaseTtlMs / 3));
   const renewAll = (): void => {
     const seen = new Set<string>();
-    // A sign-in can end without the session (a device removed raises the account epoch): such sockets go too.
-    const grants = new Map<string, RuntimeConn[]>();
-    for (const conn of open) {
-      const conns = grants.get(conn.user.caller.grantId);
-      if (conns) conns.push(conn);
-      else grants.set(conn.user.caller.grantId, [conn]);
-    }
-    for (const [grantId, conns] of grants) {
-      deps.tokens.signInLive(grantId).then(
-        (live) => {
-          if (!live) for (const c of conns) endLease(c, 'revoked');
-        },
-        (err: unknown) => deps.warn({ err }, 'sign-in check failed; retrying next round'),
-      );
-    }
+    checkSignIns(open, controls);
     for (const conn of open) {
       const { caller, sessionId, leaseId } = conn.user;
       if (seen.has(sessionId)) continue;
@@ -184,13 +204,21 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     onOpen(conn) {
       const { caller, sessionId, leaseVersion } = conn.user;
       open.add(conn);
-      conn.user.unsubscribe = activity.subscribe(sessionId, (event: RuntimeActivityEvent) => {
+      const previous = bySession.get(sessionId);
+      bySession.set(sessionId, conn);
+      previous?.close(RuntimeCloseCode.replaced, 'replaced by a newer socket of this session');
+      const fromSession = activity.subscribe(sessionId, (event: RuntimeActivityEvent) => {
         if (event.type !== 'session.activity') return;
         if (event.status === 'superseded') endLease(conn, 'superseded');
         else if (event.status === 'released') endLease(conn, 'released');
         else if (event.status === 'revoked') endLease(conn, 'revoked');
         else if (event.status === 'standby') endLease(conn, 'lapsed');
       });
+      const fromAccount = activity.subscribeAccount(caller.accountId, () => checkSignIns([conn], []));
+      conn.user.unsubscribe = () => {
+        fromSession();
+        fromAccount();
+      };
       presence.join(caller.environmentId, sessionId, { actorId: caller.actorId, state: 'available', since: clock.now(), conn });
       conn.send({ type: 'ready', sessionId, leaseVersion, actorId: caller.actorId });
     },
@@ -219,8 +247,9 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     },
     onClose(conn) {
       open.delete(conn);
+      if (bySession.get(conn.user.sessionId) === conn) bySession.delete(conn.user.sessionId);
       conn.user.unsubscribe?.();
-      presence.leave(conn.user.caller.environmentId, conn.user.sessionId);
+      presence.leave(conn.user.caller.environmentId, conn.user.sessionId, conn);
     },
   });
 
@@ -254,10 +283,11 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       }
       const owner = { accountId: claims.accountId, environmentId: claims.environmentId, origin: claims.origin };
       await sessions.liveSession(owner, claims.sessionId);
-      return { owner, sessionId: claims.sessionId };
+      return { owner, sessionId: claims.sessionId, grantId: claims.grantId };
     },
     async onOpen(conn) {
       const { owner, sessionId } = conn.user;
+      controls.add(conn);
       // Activities can be published in another order than they happened (racing activations); each carries its place
       // in the session's history, and one older than what the page was already told is dropped. Until the state at
       // connection is sent, activities wait, so `connected` is always the first message.
@@ -268,9 +298,16 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         told = order;
         conn.send(event);
         if (event.type === 'browser.signed_out') conn.close(RuntimeCloseCode.revoked, 'signed out');
+        // A browser logout's `browser.signed_out` follows its `revoked`, and closes the channel then.
+        else if (event.status === 'revoked' && event.reason !== 'browser_logout') conn.close(RuntimeCloseCode.revoked, 'session revoked');
         else if (event.status === 'released') conn.close(RuntimeCloseCode.released, 'session released');
       };
-      conn.user.unsubscribe = activity.subscribe(sessionId, (event, order) => (waiting ? waiting.push([event, order]) : tell(event, order)));
+      const fromSession = activity.subscribe(sessionId, (event, order) => (waiting ? waiting.push([event, order]) : tell(event, order)));
+      const fromAccount = activity.subscribeAccount(owner.accountId, () => checkSignIns([], [conn]));
+      conn.user.unsubscribe = () => {
+        fromSession();
+        fromAccount();
+      };
       const state = await sessions.session(owner, sessionId);
       tell(
         {
@@ -288,6 +325,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       for (const [event, order] of published) tell(event, order);
     },
     onClose(conn) {
+      controls.delete(conn);
       conn.user.unsubscribe?.();
     },
   });

@@ -9,9 +9,12 @@ type Json = Record<string, unknown>;
 const CLOSE_CODES =
   'Close codes: 1000 normal; 1001 server shutting down (reconnect); 1003 frame type not that of the negotiated codec; ' +
   '1007 undecodable message; 1008 a client message on a read-only channel; 1009 message too large; 1011 internal ' +
-  `error; 4008 slow consumer; 4029 over the message rate; ${RuntimeCloseCode.revoked} revoked (browser logout); ` +
+  'error; 1013 try again later (the stores did not answer while the connection opened; an `error` message says so ' +
+  `first); 4008 slow consumer; 4029 over the message rate; ${RuntimeCloseCode.revoked} revoked (browser logout, or the ` +
+  `sign-in ended: a device of the account signed out or was removed); ` +
   `${RuntimeCloseCode.superseded} superseded (another Runtime of the person took the lease); ${RuntimeCloseCode.released} ` +
-  `session released; ${RuntimeCloseCode.lapsed} the lease lapsed.`;
+  `session released; ${RuntimeCloseCode.replaced} replaced (a newer runtime socket of the same session opened: one ` +
+  `per session); ${RuntimeCloseCode.lapsed} the lease lapsed.`;
 
 /**
  * The AsyncAPI 3.0.0 description of the Runtime plane's WebSockets, built from the same zod schemas that validate the

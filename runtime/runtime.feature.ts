@@ -95,6 +95,7 @@ export function runtimeFeature(): ServerParts {
         const revoked = await sessions.revokeBrowser(browserId);
         if (revoked > 0) log.info({ revoked }, 'runtime sessions revoked by browser logout');
       });
+      identity.accounts.onEpochRaised((accountId) => activity.signInsChanged(accountId));
       const controlTokens = new ControlTokens(identity.keys, clock, publicUrl);
 
       const sessionIdOf = (headers: Readonly<Record<string, string>>): string =>

@@ -16,6 +16,8 @@ import {
 } from './media-control.messages.js';
 
 export const MEDIA_CONTROL_PATH = '/v1/plugins/media/control';
+/** How often every open connection's grant is checked again, for what no event announces. */
+export const GRANT_SWEEP_MS = 15_000;
 
 /** A refusal of one request: answered on the request's `response`, the connection stays open. */
 export class MediaRequestError extends Error {
@@ -66,12 +68,17 @@ const refuse = (status: number, code: string, message: string): HttpError => new
 /**
  * The Media control plane's WebSocket (`wss://{rtc_url}/v1/plugins/media/control`). A connection is admitted with a
  * live Plugin Grant for the `control` component holding `media:connect`, from the grant's own origin, for a scope that
- * names a room of the Environment. It lives as long as the grant: the grant's expiry (unless refreshed), the end of
- * its Runtime fence (supersession, release, lapse, logout) and a newer connection of the same person
- * (maxConcurrentSessions 1) each close it with a `session.ended` first. Limits: maxMessageBytes and requestsPerMinute
+ * names a room of the Environment. It lives as long as the grant: the grant's expiry (unless refreshed), its
+ * revocation, the end of its Runtime fence (supersession, release, lapse, logout) or of its sign-in (a device signed
+ * out or removed), and a newer connection of the same person (maxConcurrentSessions 1) each close it with a
+ * `session.ended` first. Limits: maxMessageBytes and requestsPerMinute
  * per connection (the framework's 1009 and 4029), maxParticipantsPerContext connections per room (429 at upgrade).
  */
-export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: WebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>; connections(): number } {
+export function mediaControlSocket(deps: MediaControlSocketDeps): {
+  endpoint: WebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>;
+  connections(): number;
+  stop(): void;
+} {
   const limits = { ...MEDIA_LIMITS, ...deps.limits };
   /** The one connection of each member (`<environmentId> <actorId>`). */
   const byMember = new Map<string, MediaConnection>();
@@ -94,13 +101,50 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
 
   const follow = (conn: MediaConnection): void => {
     conn.user.unsubscribe?.();
-    conn.user.unsubscribe = deps.activity.subscribe(conn.user.grant.sessionId, (event) => {
+    const { grantId, sessionId } = conn.user.grant;
+    const fromActivity = deps.activity.subscribe(sessionId, (event) => {
       // Anything but the session staying active under the grant's lease ends the grant.
       if (event.type === 'browser.signed_out' || event.status !== 'active' || event.leaseVersion !== conn.user.grant.leaseVersion) {
         end(conn, 'grant_ended', MediaCloseCode.grantEnded);
       }
     });
+    const fromRevocation = deps.grants.onRevoked(grantId, () => end(conn, 'grant_ended', MediaCloseCode.grantEnded));
+    // A device of the account signed out or was removed: the sign-in behind the grant may have ended.
+    const fromAccount = deps.activity.subscribeAccount(conn.user.grant.accountId, () => {
+      stillHolds(conn).catch((err: unknown) => conn.logger.warn({ err }, 'media grant check failed; the sweep tries again'));
+    });
+    conn.user.unsubscribe = () => {
+      fromActivity();
+      fromRevocation();
+      fromAccount();
+    };
   };
+
+  /**
+   * Whether the connection's grant still holds, checked online as introspection does; a connection whose grant no
+   * longer holds is ended. Events tell revocation and the fence's end at once, but not everything that ends a sign-in
+   * (a device signed out or removed raises the account epoch), so every room request checks again, and so does a
+   * sweep of idle connections (which may still be receiving media).
+   */
+  const stillHolds = async (conn: MediaConnection): Promise<boolean> => {
+    const current = conn.user.grant;
+    const fresh = await verify(conn.user.grantToken);
+    if (conn.closed) return false;
+    if (!fresh || fresh.grantId !== current.grantId) {
+      end(conn, 'grant_ended', MediaCloseCode.grantEnded);
+      return false;
+    }
+    return true;
+  };
+  const open = new Set<MediaConnection>();
+  let sweep: TimerHandle | undefined;
+  const sweepAll = (): void => {
+    for (const conn of open) {
+      stillHolds(conn).catch((err: unknown) => conn.logger.warn({ err }, 'media grant check failed; retrying next round'));
+    }
+    sweep = deps.clock.setTimeout(sweepAll, GRANT_SWEEP_MS);
+  };
+  sweep = deps.clock.setTimeout(sweepAll, GRANT_SWEEP_MS);
 
   const endpoint = defineWebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>({
     path: MEDIA_CONTROL_PATH,
@@ -133,6 +177,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
       return { grant, grantToken: grantToken ?? '', memberId: grant.actorId, roomKey, scope };
     },
     onOpen(conn) {
+      open.add(conn);
       const key = memberKey(conn.user.grant);
       const previous = byMember.get(key);
       byMember.set(key, conn);
@@ -172,7 +217,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
           armExpiry(conn);
           return answer({ grantExpiresAt: new Date(fresh.expiresAt).toISOString() });
         }
-        if (conn.closed) return;
+        if (conn.closed || !(await stillHolds(conn))) return;
         answer(await deps.rooms.request(conn, message));
       } catch (error) {
         if (error instanceof MediaRequestError) return fail(error.code, error.message);
@@ -181,6 +226,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
       }
     },
     onClose(conn) {
+      open.delete(conn);
       conn.user.unsubscribe?.();
       if (conn.user.expiry) deps.clock.clearTimeout(conn.user.expiry);
       const key = memberKey(conn.user.grant);
@@ -191,5 +237,12 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): { endpoint: We
       deps.rooms.disconnected(conn);
     },
   });
-  return { endpoint, connections: () => byMember.size };
+  return {
+    endpoint,
+    connections: () => byMember.size,
+    stop: () => {
+      if (sweep) deps.clock.clearTimeout(sweep);
+      sweep = undefined;
+    },
+  };
 }

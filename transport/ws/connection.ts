@@ -12,6 +12,8 @@ export const CloseCode = Object.freeze({
   readOnly: 1008,
   messageTooBig: 1009,
   internalError: 1011,
+  /** The server could not admit the connection right now (its stores did not answer): reconnect later. */
+  tryAgainLater: 1013,
   slowConsumer: 4008,
   rateLimited: 4029,
 } as const);

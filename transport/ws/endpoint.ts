@@ -305,8 +305,14 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       open.add(conn);
       deps.observer?.opened(endpoint.name);
       conn.logger.debug({ codec: conn.codec }, 'connection opened');
+      // Said in-band first, like any refusal: the close frame alone carries neither a code nor a request id.
       const failed = (error: unknown): void => {
-        conn.logger.error({ err: error }, 'onOpen failed');
+        if (error instanceof HttpError) {
+          refuseMessage(conn, { code: error.code, message: error.message, ...detailsOf(error.details) }, { level: error.status >= 500 ? 'error' : 'info', msg: 'onOpen refused the connection', err: error });
+          conn.close(error.status === 503 ? CloseCode.tryAgainLater : CloseCode.internalError, error.code);
+          return;
+        }
+        refuseMessage(conn, { code: 'internal_error', message: 'the server failed to open the connection' }, { level: 'error', msg: 'onOpen failed', err: error });
         conn.close(CloseCode.internalError, 'internal error');
       };
       runHandler(() => endpoint.onOpen?.(conn), failed);
