@@ -44,7 +44,8 @@ export const MediaDirectCallPolicyV2Schema = z
     screenShare: z.literal('disabled'),
     guestPolicy: z.enum(['account_required', 'callee_only']),
     encryption: z.literal('sfu_blind'),
-    spatialAudio: z.literal('disabled'),
+    // Optional: "Required: the same list as the space policy", whose list leaves spatialAudio out.
+    spatialAudio: z.literal('disabled').optional(),
     roleAuthorityUrl: roleAuthorityUrl.optional(),
     reconnectGraceSeconds,
   })

@@ -3,6 +3,7 @@
  * scopes at which it may be set. Pure: the registry validates every write against it and every persisted leaf again
  * before delivering it, because the installed schema may have changed since the leaf was written.
  */
+import * as z from 'zod';
 
 /** The layers a resolved setting can come from, weakest first. */
 export const SETTINGS_LAYERS = ['plugin_default', 'environment', 'user', 'user_environment'] as const;
@@ -48,8 +49,19 @@ export type SettingProblem =
 /** When several settings of one request are refused, the response's code is that of the first in this order. */
 export const PROBLEM_ORDER: readonly SettingProblem['code'][] = ['setting_unknown', 'setting_session_scoped', 'setting_scope_not_allowed', 'setting_value_invalid'];
 
-/** How far from a whole number of `multipleOf` steps a value may lie: in binary floating point 0.35 / 0.05 is 6.999999999999999. */
-const MULTIPLE_TOLERANCE = 1e-9;
+
+const grids = new Map<number, z.ZodNumber>();
+
+/**
+ * Whether `value` is a whole number of `step`s, decided as the schema published to Plugins decides it (zod's
+ * decimal-aware `multipleOf`: 0.35 is on the 0.05 grid although 0.35 / 0.05 is 6.999999999999999 in binary floating
+ * point, and 0.50000000001 is not), so the registry never stores or delivers a value that schema refuses.
+ */
+function onGrid(step: number, value: number): boolean {
+  let grid = grids.get(step);
+  if (!grid) grids.set(step, (grid = z.number().multipleOf(step)));
+  return grid.safeParse(value).success;
+}
 
 export function definitionOf(schema: SettingsSchema, name: string): SettingDefinition | undefined {
   return Object.hasOwn(schema.settings, name) ? schema.settings[name] : undefined;
@@ -76,10 +88,7 @@ export function valueProblem(definition: SettingDefinition, value: unknown): Set
     case 'number': {
       if (typeof value !== 'number' || !Number.isFinite(value)) return invalid('must be a number');
       if (value < definition.minimum || value > definition.maximum) return invalid(`must be between ${definition.minimum} and ${definition.maximum}`);
-      if (definition.multipleOf !== undefined) {
-        const units = value / definition.multipleOf;
-        if (Math.abs(units - Math.round(units)) > MULTIPLE_TOLERANCE) return invalid(`must be a multiple of ${definition.multipleOf}`);
-      }
+      if (definition.multipleOf !== undefined && !onGrid(definition.multipleOf, value)) return invalid(`must be a multiple of ${definition.multipleOf}`);
       return undefined;
     }
     case 'boolean':
