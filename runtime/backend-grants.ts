@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import { writeAudit } from '../identity/audit.js';
 import { newId } from '../identity/ids.js';
@@ -68,6 +68,16 @@ export class BackendGrants {
         .insertInto('environment_backends')
         .values({ environment_id: backend.environmentId, endpoint: backend.endpoint, scopes: JSON.stringify(backend.scopes), updated_at: at })
         .onConflict((oc) => oc.column('environment_id').doUpdateSet({ endpoint: backend.endpoint, scopes: JSON.stringify(backend.scopes), updated_at: at }))
+        .execute();
+      // Grants hold only what the Environment declares now: those for another endpoint, or with a scope no longer
+      // declared, end with the declaration that withdrew it.
+      await trx
+        .updateTable('environment_backend_grants')
+        .set({ revoked_at: at, revoked_reason: 'backend_redeclared' })
+        .where('environment_id', '=', backend.environmentId)
+        .where('revoked_at', 'is', null)
+        .where('expires_at', '>', at)
+        .where(sql<boolean>`(endpoint <> ${backend.endpoint} OR NOT (scopes <@ ${JSON.stringify(backend.scopes)}::jsonb))`)
         .execute();
       await writeAudit(trx, { action: 'environment.backend.declare', actor, target: `environment:${backend.environmentId}`, data: { endpoint: backend.endpoint, scopes: backend.scopes } }, at);
     });

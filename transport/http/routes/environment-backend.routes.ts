@@ -129,7 +129,8 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
       summary: 'Introspect an Environment Backend Grant (for the backend)',
       description:
         'The backend names its own exact endpoint beside the grant. Answers `active: false` (and nothing else) for an ' +
-        'unknown, expired or revoked grant, one for another endpoint, one whose sign-in ended (browser logout, ' +
+        'unknown, expired or revoked grant (a grant also ends when its Environment declares another endpoint or ' +
+        'withdraws one of its scopes), one for another endpoint, one whose sign-in ended (browser logout, ' +
         'revocation, account epoch), and one whose Runtime no longer holds the lease it was issued under ' +
         '(superseded, released, lapsed). Grants are 130-bit random, so guessing is hopeless; the call is still rate ' +
         'limited per client address.',
@@ -160,6 +161,7 @@ export function environmentBackendOpsRoutes(deps: { grants: BackendGrants; envir
       params: z.strictObject({ environmentId: z.string().regex(ENVIRONMENT_ID) }),
       body: DeclareBackendRequest,
       errors: [404],
+      description: 'Live grants for another endpoint, or holding a scope this declaration leaves out, are revoked with it.',
       responses: { 200: { description: 'Declared (audited as environment.backend.declare).', schema: DeclaredBackend } },
       handler: async ({ params, body, headers }) => {
         const actor = operatorOf(headers);
