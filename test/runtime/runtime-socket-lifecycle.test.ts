@@ -5,11 +5,10 @@ import { ManualClock } from '../../actors/clock.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { jsonOf } from '../support/http.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
-import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
+import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '../support/runtime-socket.js';
 
 /**
  * The lifetimes of the Runtime plane's sockets: one runtime socket per session (a newer one replaces the older, whose
@@ -41,52 +40,6 @@ test.after(async () => {
   await db.drop();
 });
 
-interface Socket {
-  readonly ws: WebSocket;
-  readonly messages: Array<Record<string, unknown>>;
-  readonly closed: Promise<{ code: number; reason: string }>;
-  next(type: string): Promise<Record<string, unknown>>;
-  send(message: unknown): void;
-}
-
-/**
- * Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. A socket uWS cut
- * right after its upgrade is opened again (see cutAfterUpgrade).
- */
-async function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
-  for (let attempt = 1; ; attempt += 1) {
-    const socket = await connectOnce(url, protocols, origin);
-    if (attempt === 3 || !(await cutAfterUpgrade(socket.ws, socket.closed.then((c) => c.code)))) return socket;
-  }
-}
-
-function connectOnce(url: string, protocols: string[], origin: string): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols, { origin });
-    const messages: Array<Record<string, unknown>> = [];
-    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
-    ws.on('message', (data) => messages.push(JSON.parse(data.toString()) as Record<string, unknown>));
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Record<string, unknown> })));
-    });
-    ws.on('error', (error) => reject(error));
-    ws.on('open', () =>
-      resolve({
-        ws,
-        messages,
-        closed,
-        send: (message) => ws.send(JSON.stringify(message)),
-        next: (type) => waitFor(() => messages.find((m) => m.type === type), `a ${type} message (got ${JSON.stringify(messages)})`),
-      }),
-    );
-  });
-}
-
-const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin) => connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin);
-const controlUrl = () => `${server.url.replace(/^http/, 'ws')}/v1/runtime/control`;
-const controlToken = async (page: RuntimeClient): Promise<string> => String((await jsonOf(await page.controlToken())).controlToken);
 
 
 test('a newer runtime socket of a session replaces the older one (4411), and keeps the session present and hinted', async () => {
@@ -137,7 +90,7 @@ test('a sign-in that ends without a logout (the device signs out) closes the run
   const page = await (await person.runtime(env)).open();
   const socket = await runtimeSocket(page);
   await socket.next('ready');
-  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
   await control.next('session.activity');
   const out = await person.device.request(server.url, 'POST', '/v1/account/sign-out');
   assert.is(out.status, 204, await out.clone().text());
@@ -150,7 +103,7 @@ test('a sign-in that ends without a logout (the device signs out) closes the run
 test('a logout whose Runtime step failed once is retried by the browser, and the control channel then hears browser.signed_out', async () => {
   const person = lea;
   const page = await (await person.runtime(env)).open();
-  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
   await control.next('session.activity');
   // The console session, as logoutBrowser() in test/support/runtime.ts opens it.
   const desktop = await person.device.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});

@@ -5,11 +5,10 @@ import { ManualClock } from '../../actors/clock.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { jsonOf } from '../support/http.js';
 import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
-import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
+import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '../support/runtime-socket.js';
 
 /** The runtime WebSocket (lease-fenced, presence) and the control channel (read-only), through real sockets. */
 let db: TestDatabase;
@@ -33,49 +32,6 @@ test.after(async () => {
   await db.drop();
 });
 
-interface Socket {
-  readonly ws: WebSocket;
-  readonly messages: Array<Record<string, unknown>>;
-  readonly closed: Promise<{ code: number; reason: string }>;
-  next(type: string): Promise<Record<string, unknown>>;
-  send(message: unknown): void;
-}
-
-/**
- * Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. A socket uWS cut
- * right after its upgrade is opened again (see cutAfterUpgrade).
- */
-async function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
-  for (let attempt = 1; ; attempt += 1) {
-    const socket = await connectOnce(url, protocols, origin);
-    if (attempt === 3 || !(await cutAfterUpgrade(socket.ws, socket.closed.then((c) => c.code)))) return socket;
-  }
-}
-
-function connectOnce(url: string, protocols: string[], origin: string): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols, { origin });
-    const messages: Array<Record<string, unknown>> = [];
-    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
-    ws.on('message', (data) => messages.push(JSON.parse(data.toString()) as Record<string, unknown>));
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Record<string, unknown> })));
-    });
-    ws.on('error', (error) => reject(error));
-    ws.on('open', () =>
-      resolve({
-        ws,
-        messages,
-        closed,
-        send: (message) => ws.send(JSON.stringify(message)),
-        next: (type) => waitFor(() => messages.find((m) => m.type === type), `a ${type} message (got ${JSON.stringify(messages)})`),
-      }),
-    );
-  });
-}
-
 async function refused(promise: Promise<Socket>, status: number, code: string): Promise<void> {
   try {
     const socket = await promise;
@@ -88,9 +44,6 @@ async function refused(promise: Promise<Socket>, status: number, code: string): 
   }
 }
 
-const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin) => connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin);
-const controlUrl = () => `${server.url.replace(/^http/, 'ws')}/v1/runtime/control`;
-const controlToken = async (page: RuntimeClient): Promise<string> => String((await jsonOf(await page.controlToken())).controlToken);
 
 test('the runtime socket refuses what the fence refuses, at the upgrade', async () => {
   const page = await (await ida.runtime(env)).open();
@@ -191,10 +144,10 @@ test('the control channel: control token only, read-only, streams activity; open
   const page = await ida.runtime(env);
   await page.createSession();
   const token = await controlToken(page);
-  await refused(connect(controlUrl(), RuntimeClient.subprotocols(page.accessToken), env.origin), 401, 'runtime_token_invalid');
-  await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), 'https://evil.example'), 403, 'runtime_origin_mismatch');
-  await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), ''), 400, 'runtime_origin_required');
-  const control = await connect(controlUrl(), RuntimeClient.subprotocols(token), env.origin);
+  await refused(connect(controlUrl(server.url), RuntimeClient.subprotocols(page.accessToken), env.origin), 401, 'runtime_token_invalid');
+  await refused(connect(controlUrl(server.url), RuntimeClient.subprotocols(token), 'https://evil.example'), 403, 'runtime_origin_mismatch');
+  await refused(connect(controlUrl(server.url), RuntimeClient.subprotocols(token), ''), 400, 'runtime_origin_required');
+  const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(token), env.origin);
   const first = await control.next('session.activity');
   assert.is(first.status, 'standby');
   assert.is(first.reason, 'connected');
@@ -211,7 +164,7 @@ test('the control channel: control token only, read-only, streams activity; open
   // A control token past its five minutes: the authorization ended (ask for a new one), not a forged token.
   const stale = await controlToken(page);
   clock.advance(5 * 60_000 + 1_000);
-  await refused(connect(controlUrl(), RuntimeClient.subprotocols(stale), env.origin), 401, 'runtime_authorization_expired');
+  await refused(connect(controlUrl(server.url), RuntimeClient.subprotocols(stale), env.origin), 401, 'runtime_authorization_expired');
   clock.advance(60_000);
 });
 
@@ -220,7 +173,7 @@ test('the control channel never ends on an older state than the session has, how
   await a.createSession();
   const b = await jon.runtime(env);
   await b.createSession();
-  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(a)), env.origin);
+  const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(await controlToken(a)), env.origin);
   await control.next('session.activity');
   for (let round = 0; round < 12; round++) {
     const answers = await Promise.all(round % 2 ? [b.activate(), a.activate()] : [a.activate(), b.activate()]);
@@ -247,14 +200,14 @@ test('a sign-in that ends without a logout (the device signs out, raising the ep
   assert.equal(await socket.next('lease.ended'), { type: 'lease.ended', reason: 'revoked' });
   assert.is((await socket.closed).code, 4401);
   // The control channel checks the same sign-in online at its upgrade: the unexpired control token no longer opens it.
-  await refused(connect(controlUrl(), RuntimeClient.subprotocols(token), env.origin), 401, 'runtime_authorization_expired');
+  await refused(connect(controlUrl(server.url), RuntimeClient.subprotocols(token), env.origin), 401, 'runtime_authorization_expired');
 });
 
 test('browser SSO logout: control channels hear browser.signed_out and close 4401; runtime sockets close 4401', async () => {
   const page = await (await ida.runtime(env)).open();
   const socket = await runtimeSocket(page);
   await socket.next('ready');
-  const control = await connect(controlUrl(), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
   await control.next('session.activity');
   const out = await logoutBrowser(server.url, ida);
   assert.is(out.status, 200, await out.clone().text());

@@ -1,0 +1,57 @@
+import WebSocket from 'ws';
+import { RuntimeClient } from '../../client/runtime-client.js';
+import { jsonOf } from './http.js';
+import { cutAfterUpgrade } from './uws-upgrade-cut.js';
+import { waitFor } from './wait.js';
+
+/** A test client of the Runtime plane's sockets (JSON codec): what it heard, how it closed. */
+export interface Socket {
+  readonly ws: WebSocket;
+  readonly messages: Array<Record<string, unknown>>;
+  readonly closed: Promise<{ code: number; reason: string }>;
+  next(type: string): Promise<Record<string, unknown>>;
+  send(message: unknown): void;
+}
+
+/**
+ * Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. A socket uWS cut
+ * right after its upgrade is opened again (see cutAfterUpgrade).
+ */
+export async function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
+  for (let attempt = 1; ; attempt += 1) {
+    const socket = await connectOnce(url, protocols, origin);
+    if (attempt === 3 || !(await cutAfterUpgrade(socket.ws, socket.closed.then((c) => c.code)))) return socket;
+  }
+}
+
+function connectOnce(url: string, protocols: string[], origin: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols, { origin });
+    const messages: Array<Record<string, unknown>> = [];
+    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+    ws.on('message', (data) => messages.push(JSON.parse(data.toString()) as Record<string, unknown>));
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Record<string, unknown> })));
+    });
+    ws.on('error', (error) => reject(error));
+    ws.on('open', () =>
+      resolve({
+        ws,
+        messages,
+        closed,
+        send: (message) => ws.send(JSON.stringify(message)),
+        next: (type) => waitFor(() => messages.find((m) => m.type === type), `a ${type} message (got ${JSON.stringify(messages)})`),
+      }),
+    );
+  });
+}
+
+/** The runtime socket of an active page (its lease in the query), with the page's bearer and origin unless given. */
+export const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin): Promise<Socket> =>
+  connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin);
+
+export const controlUrl = (serverUrl: string): string => `${serverUrl.replace(/^http/, 'ws')}/v1/runtime/control`;
+
+export const controlToken = async (page: RuntimeClient): Promise<string> => String((await jsonOf(await page.controlToken())).controlToken);
