@@ -13,11 +13,11 @@ import {
   InvalidActorKeyError,
   UnknownActorKindError,
 } from '../../actors/errors.js';
-import type { ActorStore, CommitEntry, CommitOutcome } from '../../storage/actor-store.js';
+import type { CommitEntry } from '../../storage/actor-store.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor, recordingLogger } from '../support/host.js';
+import { hostFor, interceptCommits, recordingLogger } from '../support/host.js';
 import { waitFor } from '../support/wait.js';
 import { rejects } from '../support/assert.js';
 
@@ -196,19 +196,13 @@ test('loading replays the journal after the snapshot: the state is the committed
 
 test('a failed commit fails the waiting replies and reloads the actor from its last committed snapshot', async () => {
   let failNext = false;
-  const flaky: ActorStore = {
-    load: (kind, key) => store.load(kind, key),
-    readJournal: (kind, key, q) => store.readJournal(kind, key, q),
-    dueActors: (before, limit, after) => store.dueActors(before, limit, after),
-    ping: () => store.ping(),
-    commit: async (entries: readonly CommitEntry[]): Promise<CommitOutcome> => {
-      if (failNext) {
-        failNext = false;
-        throw new Error('connection reset by peer');
-      }
-      return store.commit(entries);
-    },
-  };
+  const flaky = interceptCommits(store, async (entries, next) => {
+    if (failNext) {
+      failNext = false;
+      throw new Error('connection reset by peer');
+    }
+    return next(entries);
+  });
   const host = hostFor(flaky, systemClock, [counterKind]);
   await host.send('counter', 'flaky', add(1));
   failNext = true;

@@ -3,11 +3,11 @@ import * as assert from 'uvu/assert';
 import type { HostObserver } from '../../actors/actor-host.js';
 import { ManualClock, systemClock } from '../../actors/clock.js';
 import { InProcessOwnership } from '../../actors/ownership.js';
-import type { ActorStore, CommitEntry, CommitOutcome } from '../../storage/actor-store.js';
+import type { ActorStore } from '../../storage/actor-store.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor, recordingLogger } from '../support/host.js';
+import { hostFor, interceptCommits, recordingLogger } from '../support/host.js';
 import { waitFor } from '../support/wait.js';
 
 /** Durable timers under races and load: stored timers follow the committed state, the poller is never starved, refused deliveries are retried, and ownership forgets what it need not keep. */
@@ -31,21 +31,15 @@ function gated(inner: ActorStore) {
   let holding = false;
   let held: Array<() => void> = [];
   let heldWaiters: Array<() => void> = [];
-  const s: ActorStore = {
-    load: (k, key) => inner.load(k, key),
-    readJournal: (k, key, q) => inner.readJournal(k, key, q),
-    dueActors: (b, l, a) => inner.dueActors(b, l, a),
-    ping: () => inner.ping(),
-    commit: async (entries: readonly CommitEntry[]): Promise<CommitOutcome> => {
-      if (holding) {
-        await new Promise<void>((resolve) => {
-          held.push(resolve);
-          for (const w of heldWaiters.splice(0)) w();
-        });
-      }
-      return inner.commit(entries);
-    },
-  };
+  const s = interceptCommits(inner, async (entries, next) => {
+    if (holding) {
+      await new Promise<void>((resolve) => {
+        held.push(resolve);
+        for (const w of heldWaiters.splice(0)) w();
+      });
+    }
+    return next(entries);
+  });
   return {
     store: s,
     hold: () => void (holding = true),

@@ -2,7 +2,7 @@ import { ActorHost, type ActorHostOptions, type HostLogger } from '../../actors/
 import type { ActorKind } from '../../actors/actor-kind.js';
 import type { Clock } from '../../actors/clock.js';
 import { InProcessOwnership, type Ownership } from '../../actors/ownership.js';
-import type { ActorStore } from '../../storage/actor-store.js';
+import type { ActorStore, CommitEntry, CommitOutcome } from '../../storage/actor-store.js';
 
 export interface RecordedLog {
   readonly level: 'warn' | 'error' | 'info';
@@ -35,4 +35,18 @@ export function hostFor(
     logger: extra.logger ?? recordingLogger(),
     ...extra,
   });
+}
+
+/** The real store, whose commits go through `commit` (which calls `next` to reach the store, or fails instead). */
+export function interceptCommits(
+  inner: ActorStore,
+  commit: (entries: readonly CommitEntry[], next: (entries: readonly CommitEntry[]) => Promise<CommitOutcome>) => Promise<CommitOutcome>,
+): ActorStore {
+  return {
+    load: (kind, key) => inner.load(kind, key),
+    readJournal: (kind, key, query) => inner.readJournal(kind, key, query),
+    dueActors: (before, limit, after) => inner.dueActors(before, limit, after),
+    ping: () => inner.ping(),
+    commit: (entries) => commit(entries, (e) => inner.commit(e)),
+  };
 }
