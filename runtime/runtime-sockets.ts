@@ -122,7 +122,6 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
 } {
   const { sessions, activity, clock } = deps;
   const presence = new EnvironmentPresence(clock);
-  const open = new Set<RuntimeConn>();
 
   const endLease = (conn: RuntimeConn, reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): void => {
     if (conn.closed) return;
@@ -132,7 +131,10 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
 
   /** Control channels open on this node. */
   const controls = new Set<ControlConn>();
-  /** The one runtime socket of each session: a newer one replaces it (a page reconnecting before its old socket died). */
+  /**
+   * The open runtime sockets, one per session: a newer one replaces the older (a page reconnecting before its old
+   * socket died), which is closing and no longer renewed or checked.
+   */
   const bySession = new Map<string, RuntimeConn>();
   const endControl = (conn: ControlConn): void => conn.close(RuntimeCloseCode.revoked, 'sign-in ended');
 
@@ -163,15 +165,12 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   let renewal: TimerHandle | undefined;
   const renewEvery = Math.max(1_000, Math.floor(sessions.leaseTtlMs / 3));
   const renewAll = (): void => {
-    const seen = new Set<string>();
-    checkSignIns(open, controls);
-    for (const conn of open) {
+    checkSignIns(bySession.values(), controls);
+    for (const conn of bySession.values()) {
       const { caller, sessionId, leaseId } = conn.user;
-      if (seen.has(sessionId)) continue;
-      seen.add(sessionId);
       sessions.renew(caller.accountId, { sessionId, leaseId }).then(
         (held) => {
-          if (!held) for (const c of open) if (c.user.sessionId === sessionId && c.user.leaseId === leaseId) endLease(c, 'lapsed');
+          if (!held) endLease(conn, 'lapsed');
         },
         (err: unknown) => deps.warn({ err, sessionId }, 'lease renewal failed; retrying next round'),
       );
@@ -203,7 +202,6 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     },
     onOpen(conn) {
       const { caller, sessionId, leaseVersion } = conn.user;
-      open.add(conn);
       const previous = bySession.get(sessionId);
       bySession.set(sessionId, conn);
       previous?.close(RuntimeCloseCode.replaced, 'replaced by a newer socket of this session');
@@ -246,7 +244,6 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       }
     },
     onClose(conn) {
-      open.delete(conn);
       if (bySession.get(conn.user.sessionId) === conn) bySession.delete(conn.user.sessionId);
       conn.user.unsubscribe?.();
       presence.leave(conn.user.caller.environmentId, conn.user.sessionId, conn);

@@ -136,10 +136,10 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     }
     return true;
   };
-  const open = new Set<MediaConnection>();
   let sweep: TimerHandle | undefined;
   const sweepAll = (): void => {
-    for (const conn of open) {
+    // A replaced connection is closing already: the one of each member is every connection that needs checking.
+    for (const conn of byMember.values()) {
       stillHolds(conn).catch((err: unknown) => conn.logger.warn({ err }, 'media grant check failed; retrying next round'));
     }
     sweep = deps.clock.setTimeout(sweepAll, GRANT_SWEEP_MS);
@@ -177,7 +177,6 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       return { grant, grantToken: grantToken ?? '', memberId: grant.actorId, roomKey, scope };
     },
     onOpen(conn) {
-      open.add(conn);
       const key = memberKey(conn.user.grant);
       const previous = byMember.get(key);
       byMember.set(key, conn);
@@ -226,7 +225,6 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       }
     },
     onClose(conn) {
-      open.delete(conn);
       conn.user.unsubscribe?.();
       if (conn.user.expiry) deps.clock.clearTimeout(conn.user.expiry);
       const key = memberKey(conn.user.grant);
