@@ -7,6 +7,7 @@ import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError, validationDetails } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
+import { KeyedListeners } from './keyed-listeners.js';
 import { fencedGrantColumns, liveFencedGrant, refuseUndeclaredScopes, type IssuingFence, type LiveFencedGrant } from './grant-fence.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 
@@ -45,7 +46,7 @@ export interface LivePluginGrant extends LiveFencedGrant {
  */
 export class PluginGrants {
   /** In-process listeners by grant id: a connection made with a grant closes the moment it is revoked. */
-  readonly #revocationListeners = new Map<string, Set<() => void>>();
+  readonly #revocationListeners = new KeyedListeners<() => void>();
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -115,7 +116,7 @@ export class PluginGrants {
       if (!row) return false;
       if (row.revoked_at === null) {
         await this.db.updateTable('plugin_grants').set({ revoked_at: new Date(this.clock.now()) }).where('id', '=', grantId).execute();
-        for (const listener of [...(this.#revocationListeners.get(grantId) ?? [])]) listener();
+        this.#revocationListeners.notify(grantId);
       }
       return true;
     });
@@ -123,13 +124,7 @@ export class PluginGrants {
 
   /** Calls `listener` when this node revokes the grant; returns the unsubscribe. */
   onRevoked(grantId: string, listener: () => void): () => void {
-    let set = this.#revocationListeners.get(grantId);
-    if (!set) this.#revocationListeners.set(grantId, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#revocationListeners.get(grantId) === set) this.#revocationListeners.delete(grantId);
-    };
+    return this.#revocationListeners.add(grantId, listener);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Clock } from '../actors/clock.js';
 import type { RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
+import { KeyedListeners } from './keyed-listeners.js';
 
 export type ActivityReason = 'connected' | 'activated' | 'superseded' | 'lease_lapsed' | 'released' | 'browser_logout';
 
@@ -34,21 +35,15 @@ export type ActivityListener = (event: RuntimeActivityEvent, order: number) => v
  */
 export class RuntimeActivity {
   readonly #clock: Clock;
-  readonly #listeners = new Map<string, Set<ActivityListener>>();
-  readonly #accountListeners = new Map<string, Set<() => void>>();
+  readonly #listeners = new KeyedListeners<ActivityListener>();
+  readonly #accountListeners = new KeyedListeners<() => void>();
 
   constructor(clock: Clock) {
     this.#clock = clock;
   }
 
   subscribe(sessionId: string, listener: ActivityListener): () => void {
-    let set = this.#listeners.get(sessionId);
-    if (!set) this.#listeners.set(sessionId, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#listeners.get(sessionId) === set) this.#listeners.delete(sessionId);
-    };
+    return this.#listeners.add(sessionId, listener);
   }
 
   /**
@@ -56,17 +51,11 @@ export class RuntimeActivity {
    * end touches no session, so the session listeners do not hear it; each listener checks its own sign-in online.
    */
   subscribeAccount(accountId: string, listener: () => void): () => void {
-    let set = this.#accountListeners.get(accountId);
-    if (!set) this.#accountListeners.set(accountId, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#accountListeners.get(accountId) === set) this.#accountListeners.delete(accountId);
-    };
+    return this.#accountListeners.add(accountId, listener);
   }
 
   signInsChanged(accountId: string): void {
-    for (const listener of [...(this.#accountListeners.get(accountId) ?? [])]) listener();
+    this.#accountListeners.notify(accountId);
   }
 
   /** `seenVersion`: the lease version this change concerns (the session's own, or the one that superseded it). */
@@ -88,9 +77,6 @@ export class RuntimeActivity {
   }
 
   #publish(sessionId: string, event: RuntimeActivityEvent, order: number): void {
-    const set = this.#listeners.get(sessionId);
-    if (!set) return;
-    // Listeners may unsubscribe (close their socket) while being told.
-    for (const listener of [...set]) listener(event, order);
+    this.#listeners.notify(sessionId, event, order);
   }
 }
