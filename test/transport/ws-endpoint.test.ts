@@ -135,6 +135,22 @@ test.before(async () => {
     mounted.push(mountWebSocketEndpoint(app, definition, deps));
   }
   mounted.push(mountWebSocketEndpoint(app, control, deps));
+  // onOpen failing after the upgrade: a store outage (HttpError 503), and a bug.
+  for (const [name, failure] of [
+    ['unready', () => new HttpError(503, 'store_unavailable', 'the stores did not answer')],
+    ['broken', () => new Error('bug in onOpen')],
+  ] as const) {
+    const failing = defineWebSocketEndpoint<User, never, Outbound>({
+      ...endpoint({ name, path: `/${name}` }),
+      inbound: null,
+      onMessage: undefined,
+      onOpen: async () => {
+        await Promise.resolve();
+        throw failure();
+      },
+    });
+    mounted.push(mountWebSocketEndpoint(app, failing, deps));
+  }
   listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
     app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
   });
@@ -455,6 +471,21 @@ test('a handler that throws (async) is logged, the client gets an error message,
   assert.is((await nextMessage(client, 2)).value.text, 'alive');
   assert.is(client.closed, undefined);
   client.ws.close(1000);
+});
+
+test('an onOpen failure is said in-band with its code and request id before the close: 1013 for a 503, else 1011', async () => {
+  const unready = await openClient('/unready', [JSON_PROTOCOL]);
+  const { requestId, ...refusal } = (await nextMessage(unready, 0)).value as { requestId: string };
+  assert.equal(refusal, { type: 'error', code: 'store_unavailable', message: 'the stores did not answer' });
+  assert.match(requestId, /^req_/);
+  assert.equal(await closeOf(unready), { code: CloseCode.tryAgainLater, reason: 'store_unavailable' });
+  assert.ok(logs.some((l) => l.msg === 'onOpen refused the connection' && (l as { requestId?: string }).requestId === requestId));
+
+  const broken = await openClient('/broken', [JSON_PROTOCOL]);
+  const { requestId: brokenId, ...internal } = (await nextMessage(broken, 0)).value as { requestId: string };
+  assert.equal(internal, { type: 'error', code: 'internal_error', message: 'the server failed to open the connection' });
+  assert.is((await closeOf(broken)).code, CloseCode.internalError);
+  assert.ok(logs.some((l) => l.level >= 50 && l.msg === 'onOpen failed' && (l as { requestId?: string }).requestId === brokenId));
 });
 
 test('shutdown closes open connections with 1001 and refuses new upgrades with 503', async () => {
