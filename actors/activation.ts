@@ -36,6 +36,8 @@ export interface ActivationContext {
   /** Called once when the activation stops; `written` says whether its epoch reached the store. */
   stopped(activation: Activation, written: boolean, reason: StopReason): void;
   timerDue(activation: Activation, name: string, dueAt: number): void;
+  /** The stored snapshot's timers are not those its state holds (see ActorStore.replaceTimers). */
+  timersStale(activation: Activation, snapshotVersion: number, timers: Readonly<Record<string, number>>): void;
   warn(message: string, details: Record<string, unknown>): void;
   effectFailed(activation: Activation, error: unknown): void;
 }
@@ -204,6 +206,10 @@ export class Activation implements CommitParticipant {
     this.#timersStored = stored?.timers ?? NO_TIMERS;
     this.#timersNow = this.#timersOf(this.#snapshot);
     this.#status = 'live';
+    if (stored && !sameTimers(this.#timersNow, this.#timersStored)) {
+      // #timersStored stays as loaded, so this activation's next write stores a snapshot anyway if the repair fails.
+      this.#ctx.timersStale(this, this.#snapshotVersion, this.#timersNow);
+    }
     this.#armTimers(this.#timersNow);
     const queued = this.#mailbox.splice(0);
     for (const item of queued) this.#handle(item);

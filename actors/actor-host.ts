@@ -87,6 +87,8 @@ export class ActorHost {
   #pendingReplies = 0;
   #draining = false;
   #idleWaiters: Array<() => void> = [];
+  /** Stale stored timers being replaced (they never reject); drain waits for them. */
+  readonly #timerRepairs = new Set<Promise<void>>();
   #pollHandle: TimerHandle | undefined;
   #sweepHandle: TimerHandle | undefined;
   #started = false;
@@ -205,6 +207,7 @@ export class ActorHost {
         setTimeout(resolve, 20).unref();
       });
     }
+    await Promise.all(this.#timerRepairs);
     for (const a of [...this.#allLive()]) a.passivate();
   }
 
@@ -270,6 +273,16 @@ export class ActorHost {
           // activation; the deadline stays in the snapshot, so the poller delivers it after the actor reloads.
           if (error instanceof ActorOverloadedError) activation.timerRefused(name, dueAt, TIMER_RETRY_MS);
         });
+      },
+      timersStale: (activation, snapshotVersion, timers) => {
+        const repair = this.#store
+          .replaceTimers(activation.kind, activation.key, activation.epoch, snapshotVersion, timers)
+          .then(
+            (applied) => this.#logger.info({ actor: `${activation.kind}/${activation.key}`, timers, applied }, 'stored timers replaced by those of the state'),
+            (error: unknown) => this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, err: error }, 'cannot replace stale stored timers'),
+          )
+          .finally(() => this.#timerRepairs.delete(repair));
+        this.#timerRepairs.add(repair);
       },
       warn: (message, details) => this.#logger.warn(details, message),
       effectFailed: (activation, error) =>

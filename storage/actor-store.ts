@@ -15,6 +15,13 @@ export interface ActorStore {
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
+  /**
+   * Replaces the durable timers stored with an actor's snapshot by those its state holds, when they differ although no
+   * write changed them (rows stored by an older build, or a kind whose machine changed): the poller would otherwise
+   * activate the actor for a deadline it does not have after every passivation. Applies only while the snapshot is
+   * still at `snapshotVersion` and its epoch is not newer than `epoch`; false when it did not apply.
+   */
+  replaceTimers(kind: string, key: string, epoch: number, snapshotVersion: number, timers: Readonly<Record<string, number>>): Promise<boolean>;
   /** Actors with a durable timer due at or before `before`, earliest first (then by kind and key), after `after`. */
   dueActors(before: number, limit: number, after?: DueActor): Promise<readonly DueActor[]>;
   /** Resolves when the store answers a trivial query. */

@@ -164,6 +164,24 @@ export class PostgresActorStore implements ActorStore {
     return entries.slice(0, options.limit);
   }
 
+  async replaceTimers(
+    kind: string,
+    key: string,
+    epoch: number,
+    snapshotVersion: number,
+    timers: Readonly<Record<string, number>>,
+  ): Promise<boolean> {
+    const result = await this.#db
+      .updateTable('actor_snapshots')
+      .set({ timers: JSON.stringify(timers), next_due_at: earliest(timers) })
+      .where('kind', '=', kind)
+      .where('key', '=', key)
+      .where('version', '=', snapshotVersion)
+      .where('epoch', '<=', epoch)
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  }
+
   async dueActors(before: number, limit: number, after?: DueActor): Promise<readonly DueActor[]> {
     let query = this.#db
       .selectFrom('actor_snapshots')

@@ -4,7 +4,7 @@ import type { CommitEntry } from '../../storage/actor-store.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
-/** ActorStore.commit: "An entry applies only if ... the journal ends exactly at `baseVersion`". */
+/** The store's fences: commit ("the journal ends exactly at `baseVersion`") and replaceTimers (snapshot version, epoch). */
 let db: TestDatabase;
 let store: PostgresActorStore;
 test.before(async () => {
@@ -27,6 +27,24 @@ test('an entry whose base version is ahead of the stored journal is refused, not
   const outcome = await store.commit([ahead]);
   const stored = await store.load('counter', 'gap');
   assert.is(outcome.fenced.size, 1, `accepted: stored version ${stored?.version}, tail versions ${stored?.tail.map((r) => r.version)} (2..5 missing)`);
+});
+
+test('replaceTimers applies only to the snapshot version it names and never under a newer epoch', async () => {
+  const at = Date.now();
+  const due = at + 60_000;
+  await store.commit([{
+    kind: 'counter', key: 'timers', baseVersion: 0, epoch: 2,
+    journal: [{ version: 1, event: { type: 'a' }, at }],
+    snapshot: { version: 1, snapshot: {}, timers: { deadline: due } },
+  }]);
+  assert.is(await store.replaceTimers('counter', 'timers', 1, 1, {}), false, 'an older epoch');
+  assert.is(await store.replaceTimers('counter', 'timers', 2, 0, {}), false, 'another snapshot version');
+  assert.equal((await store.load('counter', 'timers'))?.timers, { deadline: due }, 'refusals leave the row alone');
+  assert.equal((await store.dueActors(due, 10)).map((d) => d.key), ['timers']);
+
+  assert.is(await store.replaceTimers('counter', 'timers', 2, 1, {}), true);
+  assert.equal((await store.load('counter', 'timers'))?.timers, {});
+  assert.equal(await store.dueActors(due + 3_600_000, 10), [], 'no longer found by the poller');
 });
 
 test.run();

@@ -10,7 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { hostFor, interceptCommits, recordingLogger } from '../support/host.js';
 import { waitFor } from '../support/wait.js';
 
-/** Durable timers under races and load: stored timers follow the committed state, the poller is never starved, refused deliveries are retried, and ownership forgets what it need not keep. */
+/** Durable timers under races and load: stored timers follow the committed state (and stale ones are repaired), the poller is never starved, refused deliveries are retried, and ownership forgets what it need not keep. */
 let db: TestDatabase;
 let store: PostgresActorStore;
 
@@ -105,6 +105,38 @@ test('an actor whose state holds no timer is not re-activated by the timer polle
   }
   await host.drain();
   assert.is(observer.count, 0, `activated ${observer.count} times in 60 s without receiving any event`);
+});
+
+test('stored timers the state does not hold (an older build\'s row) are replaced on the first activation, which is the last', async () => {
+  const clock = new ManualClock(Date.parse('2026-01-01T02:00:00Z'));
+  const first = hostFor(store, clock, [counterKind]);
+  await first.send('counter', 'stale-row', add(1));
+  await first.drain();
+  // What a row of the phantom-timer bug (or a kind whose machine dropped a deadline) looks like: a deadline stored
+  // with a snapshot whose state has none.
+  const due = new Date(clock.now() - 60_000);
+  await db.connection.db
+    .updateTable('actor_snapshots')
+    .set({ timers: JSON.stringify({ deadline: due.getTime() }), next_due_at: due })
+    .where('kind', '=', 'counter')
+    .where('key', '=', 'stale-row')
+    .execute();
+
+  const observer = activations();
+  const logger = recordingLogger();
+  const host = hostFor(store, clock, [counterKind], { timerPollMs: 1_000, passivateAfterMs: 10_000, observer, logger });
+  host.start();
+  for (let i = 0; i < 60; i++) {
+    clock.advance(1_000);
+    await sleep(25);
+  }
+  await host.drain();
+  const stored = (await store.load('counter', 'stale-row'))!;
+  assert.equal(stored.timers, {}, 'the stored timers are those of the state');
+  assert.is(observer.count, 1, `activated ${observer.count} times in 60 s for a deadline its state does not hold`);
+  assert.ok(logger.entries.some((e) => e.message === 'stored timers replaced by those of the state'), 'the repair is logged');
+  const row = await db.connection.db.selectFrom('actor_snapshots').select('next_due_at').where('key', '=', 'stale-row').executeTakeFirstOrThrow();
+  assert.is(row.next_due_at, null);
 });
 
 test('control: with few rows due, a passivated actor\'s timer fires after a restart', async () => {

@@ -46,6 +46,7 @@ export function interceptCommits(
     load: (kind, key) => inner.load(kind, key),
     readJournal: (kind, key, query) => inner.readJournal(kind, key, query),
     dueActors: (before, limit, after) => inner.dueActors(before, limit, after),
+    replaceTimers: (kind, key, epoch, snapshotVersion, timers) => inner.replaceTimers(kind, key, epoch, snapshotVersion, timers),
     ping: () => inner.ping(),
     commit: (entries) => commit(entries, (e) => inner.commit(e)),
   };
