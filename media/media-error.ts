@@ -4,6 +4,7 @@ export type MediaErrorCode =
   | 'media_unavailable'
   | 'peer_not_found'
   | 'transport_not_found'
+  | 'already_connected'
   | 'wrong_direction'
   | 'producer_not_found'
   | 'consumer_not_found'

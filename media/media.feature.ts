@@ -85,6 +85,7 @@ export function mediaFeature(): ServerParts {
         logger: log,
         listenIp: config.mediaListenIp,
         consumerBudget: config.mediaConsumersPerRouter,
+        hostingTtlMs: config.mediaHostingTtlSeconds * 1000,
         ...(config.mediaAnnouncedAddress ? { announcedAddress: config.mediaAnnouncedAddress } : {}),
         target: async (environmentId, scope) => {
           const configuration = await installations.configuration(environmentId, MEDIA_PLUGIN_ID);
@@ -115,7 +116,10 @@ export function mediaFeature(): ServerParts {
         stop: async () => {
           socket?.stop();
           await rooms?.close();
-          (await pool?.catch(() => undefined))?.close();
+          const stopping = pool;
+          // Forgotten, not kept closed: a server built again from the same parts starts a fresh pool on first use.
+          pool = undefined;
+          (await stopping?.catch(() => undefined))?.close();
         },
       };
     },

@@ -8,6 +8,8 @@ export interface PeerTransport {
   readonly transport: types.WebRtcTransport | types.PlainTransport;
   readonly direction: TransportDirection;
   readonly router: RoomRouter;
+  /** connect() was asked for (mediasoup allows it once per transport). */
+  connectCalled: boolean;
 }
 
 export interface PeerConsumer {
@@ -89,6 +91,13 @@ export class PeerMedia {
       had = true;
     }
     return had;
+  }
+
+  closeTransport(transportId: string): void {
+    const entry = this.#transports.get(transportId);
+    if (!entry) return;
+    this.#transports.delete(transportId);
+    entry.transport.close();
   }
 
   /** Consumers, then producers, then transports. Idempotent. */

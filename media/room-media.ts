@@ -217,15 +217,35 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   }
 
   async connectTransport(peerId: string, transportId: string, dtlsParameters: types.DtlsParameters): Promise<void> {
-    const { transport } = this.#peer(peerId).transport(transportId);
-    if (transport.type !== 'webrtc') throw new MediaError('transport_not_found', `transport ${transportId} is not a WebRTC transport`);
-    await (transport as types.WebRtcTransport).connect({ dtlsParameters });
+    const entry = this.#peer(peerId).transport(transportId);
+    if (entry.transport.type !== 'webrtc') throw new MediaError('transport_not_found', `transport ${transportId} is not a WebRTC transport`);
+    // The worker refuses a second connect() as an internal error; it is the client's mistake, said as such.
+    if (entry.connectCalled) throw new MediaError('already_connected', `transport ${transportId} is already connected`);
+    entry.connectCalled = true;
+    try {
+      await (entry.transport as types.WebRtcTransport).connect({ dtlsParameters });
+    } catch (error) {
+      entry.connectCalled = false;
+      throw error;
+    }
+  }
+
+  /** Closes one transport of the peer with what it carries; no-op when either is gone. */
+  closeTransport(peerId: string, transportId: string): void {
+    this.#peers.get(peerId)?.closeTransport(transportId);
   }
 
   async connectPlainTransport(peerId: string, transportId: string, remote: { readonly ip: string; readonly port: number }): Promise<void> {
-    const { transport } = this.#peer(peerId).transport(transportId, 'recv');
-    if (transport.type !== 'plain') throw new MediaError('transport_not_found', `transport ${transportId} is not a plain transport`);
-    await (transport as types.PlainTransport).connect({ ip: remote.ip, port: remote.port });
+    const entry = this.#peer(peerId).transport(transportId, 'recv');
+    if (entry.transport.type !== 'plain') throw new MediaError('transport_not_found', `transport ${transportId} is not a plain transport`);
+    if (entry.connectCalled) throw new MediaError('already_connected', `transport ${transportId} is already connected`);
+    entry.connectCalled = true;
+    try {
+      await (entry.transport as types.PlainTransport).connect({ ip: remote.ip, port: remote.port });
+    } catch (error) {
+      entry.connectCalled = false;
+      throw error;
+    }
   }
 
   async produce(peerId: string, transportId: string, request: ProduceRequest): Promise<{ readonly id: string }> {
@@ -351,7 +371,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     }
     let peer = this.#peers.get(peerId);
     if (!peer) this.#peers.set(peerId, (peer = new PeerMedia(peerId)));
-    peer.addTransport({ transport, direction, router });
+    peer.addTransport({ transport, direction, router, connectCalled: false });
     return transport;
   }
 

@@ -36,6 +36,7 @@ const EnvSchema = z.object({
   MEDIA_LISTEN_IP: z.string().min(1).default('127.0.0.1'),
   MEDIA_ANNOUNCED_ADDRESS: z.string().min(1).optional(),
   MEDIA_CONSUMERS_PER_ROUTER: positive.max(100_000).default(500),
+  MEDIA_HOSTING_TTL_SECONDS: positive.min(3).max(3_600).default(60),
 });
 
 export interface Config {
@@ -70,6 +71,7 @@ export interface Config {
   readonly mediaAnnouncedAddress: string | undefined;
   /** Consumers one router takes before a room spreads over another worker (mediasoup: about 500 per worker). */
   readonly mediaConsumersPerRouter: number;
+  readonly mediaHostingTtlSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -115,5 +117,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mediaListenIp: e.MEDIA_LISTEN_IP,
     mediaAnnouncedAddress: e.MEDIA_ANNOUNCED_ADDRESS,
     mediaConsumersPerRouter: e.MEDIA_CONSUMERS_PER_ROUTER,
+    mediaHostingTtlSeconds: e.MEDIA_HOSTING_TTL_SECONDS,
   });
 }

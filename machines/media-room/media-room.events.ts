@@ -19,8 +19,16 @@ export type MediaRoomRequest =
       /** Holds the Environment admin role. */
       readonly moderator: boolean;
       readonly connectionId: string;
+      /** How long the joining connection's node vouches for it before renewing (`room.hosting`); default HOSTING_TTL_MS. */
+      readonly hostingTtlMs?: number;
       readonly at: number;
     }
+  /**
+   * From the node serving the room's connections. `fresh`: it has just opened the room and serves none yet, so every
+   * member the room holds as connected lost its connection with an earlier process (a crash): each is dropped and
+   * gets its grace. Otherwise a renewal: the connected members stay vouched for another `ttlMs`.
+   */
+  | { readonly type: 'room.hosting'; readonly fresh: boolean; readonly ttlMs: number; readonly at: number }
   | { readonly type: 'member.leave'; readonly memberId: string; readonly at: number }
   /** The member's connection `connectionId` was lost (not a request of the member: the socket closed). */
   | { readonly type: 'member.drop'; readonly memberId: string; readonly connectionId: string; readonly at: number }
@@ -40,7 +48,10 @@ export type MediaRoomRequest =
 
 export type MediaRoomRequestType = MediaRoomRequest['type'];
 
-/** Durable deadlines `grace:<memberId>` and `offer:<memberId>` falling due (sent by the host). */
+/**
+ * Durable deadlines `grace:<memberId>`, `offer:<memberId>` and `hosting` (the connected members' node stopped renewing:
+ * all of them are dropped) falling due (sent by the host).
+ */
 export interface MediaRoomTimerDue {
   readonly type: 'timer.due';
   readonly name: string;
@@ -76,6 +87,8 @@ export type PublishDenial = 'not_speaker' | 'not_sharing';
 /** What each accepted request answers, besides `type`, `request` and `revision`. */
 export interface ReplyFields {
   'room.open': Record<never, never>;
+  /** `dropped`: members taken as disconnected by a fresh hosting. */
+  'room.hosting': { hostedUntil: number | null; dropped: number };
   /**
    * `resumed`: the member was already here (connected or inside its grace) and keeps seat, role and hand.
    * `closeConnectionId`: the member's previous connection, to be closed (null when there was none or it is the same).

@@ -60,7 +60,8 @@ export const mediaRoomMachine = setup({
           return;
         }
         const { revision } = decision.context;
-        if (decision.changes.length > 0) enqueue.assign(decision.context);
+        // The context also moves without a change members see (a hosting renewal).
+        if (decision.context !== context) enqueue.assign(decision.context);
         enqueue.emit({ type: 'room.reply', revision, ...decision.reply });
         if (decision.changes.length > 0) enqueue.emit({ type: 'room.changed', revision, changes: decision.changes });
       }),

@@ -6,7 +6,16 @@ import type {
   RoomChange,
 } from './media-room.events.js';
 import { policyProblem, samePolicy, type RoomPolicy } from './media-room.policy.js';
-import { graceTimer, offerTimer, OFFER_TTL_MS, RoomDraft, type MediaRoomContext, type RoomMember } from './media-room.state.js';
+import {
+  graceTimer,
+  HOSTING_TIMER,
+  HOSTING_TTL_MS,
+  offerTimer,
+  OFFER_TTL_MS,
+  RoomDraft,
+  type MediaRoomContext,
+  type RoomMember,
+} from './media-room.state.js';
 
 /**
  * The room's rules, one pure function per request: the machine calls `decide` and turns its answer into the reply,
@@ -36,6 +45,7 @@ export function decide(context: MediaRoomContext, request: MediaRoomRequest): De
   const draft = new RoomDraft(context, context.policy);
   if (request.type === 'member.join') return join(draft, request);
   if (request.type === 'member.drop') return drop(draft, request);
+  if (request.type === 'room.hosting') return hosting(draft, request);
   const self = draft.member(request.memberId);
   if (!self) return refuse('not_member', `${request.memberId} is not in this room`);
   switch (request.type) {
@@ -91,6 +101,7 @@ function open(context: MediaRoomContext, request: Of<'room.open'>): Decision {
 }
 
 function join(draft: RoomDraft, request: Of<'member.join'>): Decision {
+  draft.hostUntil(request.at + (request.hostingTtlMs ?? HOSTING_TTL_MS));
   const existing = draft.member(request.memberId);
   if (existing) return resume(draft, existing, request);
   const { policy } = draft;
@@ -146,20 +157,27 @@ function resume(draft: RoomDraft, existing: RoomMember, request: Of<'member.join
   return done(draft, { request: request.type, memberId: existing.memberId, resumed: true, closeConnectionId, seat: existing.seat });
 }
 
-/**
- * A lost connection keeps the member's seat, hand and offer until the grace ends, but not its screen share: the
- * share's media went with the connection, and holding the one sharer slot for an absent member would block others.
- */
+/** A lost connection (see RoomDraft.drop); only the member's current one counts. */
 function drop(draft: RoomDraft, request: Of<'member.drop'>): Decision {
   const member = draft.member(request.memberId);
   if (!member || member.connectionId !== request.connectionId || member.presence === 'dropped') {
     return done(draft, { request: request.type, memberId: request.memberId, dropped: false, graceUntil: member?.graceUntil ?? null });
   }
-  const graceUntil = request.at + draft.policy.reconnectGraceSeconds * 1000;
-  draft.update(member.memberId, { presence: 'dropped', graceUntil });
-  if (draft.sharer === member.memberId) draft.stopScreen('dropped');
-  draft.record({ kind: 'member.dropped', memberId: member.memberId, connectionId: member.connectionId, graceUntil });
+  const graceUntil = draft.drop(member.memberId, request.at);
   return done(draft, { request: request.type, memberId: member.memberId, dropped: true, graceUntil });
+}
+
+function hosting(draft: RoomDraft, request: Of<'room.hosting'>): Decision {
+  const connected = draft.connected;
+  if (request.fresh) for (const m of connected) draft.drop(m.memberId, request.at);
+  else draft.hostUntil(request.at + request.ttlMs);
+  const context = draft.result();
+  return {
+    ok: true,
+    context,
+    reply: { request: request.type, hostedUntil: context.hostedUntil ?? null, dropped: request.fresh ? connected.length : 0 },
+    changes: draft.changes,
+  };
 }
 
 function takeFloor(draft: RoomDraft, self: RoomMember): Decision {
@@ -256,6 +274,10 @@ export function deadlinePassed(context: MediaRoomContext, timer: MediaRoomTimerD
   }
   for (const o of context.offers) {
     if (timer.name === offerTimer(o.target) && timer.at >= o.expiresAt) draft.closeOffer(o.target, 'expired');
+  }
+  const hostedUntil = context.hostedUntil ?? null;
+  if (timer.name === HOSTING_TIMER && hostedUntil !== null && timer.at >= hostedUntil) {
+    for (const m of draft.connected) draft.drop(m.memberId, timer.at);
   }
   if (draft.changes.length === 0) return null;
   return { context: draft.result(), changes: draft.changes };

@@ -51,6 +51,11 @@ export interface MediaRoomContext {
   readonly screen: ScreenShare | null;
   /** Grows by one with every change, so views and broadcasts can be ordered. */
   readonly revision: number;
+  /**
+   * While members are connected: until when their node vouches for their connections. Past it (the node died and
+   * never renewed) they are dropped and their grace runs. Absent in rooms stored before it existed: read as null.
+   */
+  readonly hostedUntil?: number | null;
 }
 
 export interface MediaRoomInput {
@@ -60,12 +65,15 @@ export interface MediaRoomInput {
 
 /** How long a speaker offer waits for its answer. */
 export const OFFER_TTL_MS = 60_000;
+/** How long a node vouches for the connections it serves unless it says otherwise (`hostingTtlMs`). */
+export const HOSTING_TTL_MS = 60_000;
+export const HOSTING_TIMER = 'hosting';
 
 export const graceTimer = (memberId: string): string => `grace:${memberId}`;
 export const offerTimer = (memberId: string): string => `offer:${memberId}`;
 
 export function emptyRoom(input: MediaRoomInput): MediaRoomContext {
-  return { roomId: input.roomId, scope: input.scope, policy: null, members: [], hands: [], offers: [], screen: null, revision: 0 };
+  return { roomId: input.roomId, scope: input.scope, policy: null, members: [], hands: [], offers: [], screen: null, revision: 0, hostedUntil: null };
 }
 
 /** The room's durable deadlines, for the actor kind's `timers`. */
@@ -73,6 +81,7 @@ export function mediaRoomTimers(context: MediaRoomContext): Record<string, numbe
   const timers: Record<string, number> = {};
   for (const m of context.members) if (m.graceUntil !== null) timers[graceTimer(m.memberId)] = m.graceUntil;
   for (const o of context.offers) timers[offerTimer(o.target)] = o.expiresAt;
+  if (context.hostedUntil != null) timers[HOSTING_TIMER] = context.hostedUntil;
   return timers;
 }
 
@@ -88,6 +97,7 @@ export class RoomDraft {
   #hands: RaisedHand[];
   #offers: SpeakerOffer[];
   #screen: ScreenShare | null;
+  #hostedUntil: number | null;
   readonly #base: MediaRoomContext;
 
   constructor(base: MediaRoomContext, policy: RoomPolicy) {
@@ -97,6 +107,29 @@ export class RoomDraft {
     this.#hands = [...base.hands];
     this.#offers = [...base.offers];
     this.#screen = base.screen;
+    this.#hostedUntil = base.hostedUntil ?? null;
+  }
+
+  get connected(): readonly RoomMember[] {
+    return this.#members.filter((m) => m.presence === 'connected');
+  }
+
+  /** The connected members' node vouches for them until `until`; not a change members see (no revision). */
+  hostUntil(until: number): void {
+    this.#hostedUntil = until;
+  }
+
+  /**
+   * The member's connection is gone: it keeps seat, hand and offer until the grace ends, but not its screen share (the
+   * share's media went with the connection, and holding the one sharer slot for an absent member would block others).
+   */
+  drop(memberId: string, at: number): number {
+    const member = this.member(memberId)!;
+    const graceUntil = at + this.policy.reconnectGraceSeconds * 1000;
+    this.update(memberId, { presence: 'dropped', graceUntil });
+    if (this.sharer === memberId) this.stopScreen('dropped');
+    this.record({ kind: 'member.dropped', memberId, connectionId: member.connectionId, graceUntil });
+    return graceUntil;
   }
 
   member(memberId: string): RoomMember | undefined {
@@ -205,16 +238,19 @@ export class RoomDraft {
     this.record({ kind: 'member.left', memberId, connectionId: member.connectionId, reason });
   }
 
-  /** The room after the edits; the revision grows only when something changed. */
+  /** The room after the edits; the revision grows only when members saw something change. */
   result(): MediaRoomContext {
-    if (this.changes.length === 0) return this.#base;
+    // Nobody connected, nothing to vouch for: the hosting deadline goes with the last connection.
+    const hostedUntil = this.#members.some((m) => m.presence === 'connected') ? this.#hostedUntil : null;
+    if (this.changes.length === 0 && hostedUntil === (this.#base.hostedUntil ?? null)) return this.#base;
     return {
       ...this.#base,
       members: this.#members,
       hands: this.#hands,
       offers: this.#offers,
       screen: this.#screen,
-      revision: this.#base.revision + 1,
+      revision: this.#base.revision + (this.changes.length > 0 ? 1 : 0),
+      hostedUntil,
     };
   }
 }

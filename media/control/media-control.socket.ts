@@ -197,9 +197,10 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     },
     async onMessage(conn, message) {
       const answer = (result: Record<string, unknown>): void => void conn.send({ type: 'response', id: message.id, ok: true, result });
-      const fail = (code: string, text: string): void => {
+      const fail = (code: string, text: string, err?: unknown): void => {
         const requestId = conn.newRequestId();
-        conn.logger.info({ requestId, code, request: message.type }, 'media request refused');
+        if (err === undefined) conn.logger.info({ requestId, code, request: message.type }, 'media request refused');
+        else conn.logger.error({ requestId, err, request: message.type }, 'media request failed');
         conn.send({ type: 'response', id: message.id, ok: false, error: { code, message: text, requestId } });
       };
       try {
@@ -207,8 +208,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
         if (message.type === 'grant.refresh') {
           const fresh = await verify(message.grant);
           const current = conn.user.grant;
-          if (!fresh || fresh.component !== MEDIA_CONTROL_COMPONENT || fresh.environmentId !== current.environmentId || fresh.actorId !== current.actorId || fresh.context.scope !== current.context.scope || fresh.origin !== current.origin) {
-            return fail('media_grant_invalid', 'the new grant must be live and for the same person, Environment, origin and scope');
+          if (!fresh || fresh.component !== MEDIA_CONTROL_COMPONENT || !fresh.scopes.includes('media:connect') || fresh.environmentId !== current.environmentId || fresh.actorId !== current.actorId || fresh.context.scope !== current.context.scope || fresh.origin !== current.origin) {
+            return fail('media_grant_invalid', 'the new grant must be live, hold media:connect, and be for the same person, Environment, origin and scope');
           }
           conn.user.grant = fresh;
           conn.user.grantToken = message.grant;
@@ -221,7 +222,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       } catch (error) {
         if (error instanceof MediaRequestError) return fail(error.code, error.message);
         if (error instanceof HttpError && error.status === 503) return fail(error.code, error.message);
-        throw error;
+        // The protocol answers every request exactly once: a failure of ours too, with no detail beyond the request id.
+        return fail('internal_error', 'the request failed on the server; report the request id', error);
       }
     },
     onClose(conn) {

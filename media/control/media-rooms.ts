@@ -2,12 +2,12 @@ import type { types } from 'mediasoup';
 import { validateAndNormalizeRtpCapabilities, validateAndNormalizeRtpParameters } from 'mediasoup/ortc';
 import type { Logger } from 'pino';
 import type { ActorHost } from '../../actors/actor-host.js';
-import type { Clock } from '../../actors/clock.js';
+import type { Clock, TimerHandle } from '../../actors/clock.js';
 import { MEDIA_ROOM_KIND } from '../../actors/media.actors.js';
 import type { MediaRoomEmitted, MediaRoomReply, MediaRoomRequest, RoomChange } from '../../machines/media-room/media-room.events.js';
 import type { DeadlineChange } from '../../machines/media-room/media-room.machine.js';
 import type { RoomPolicy } from '../../machines/media-room/media-room.policy.js';
-import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
+import { HOSTING_TTL_MS, type MediaRoomContext } from '../../machines/media-room/media-room.state.js';
 import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
 import { coordinated } from '../../runtime/coordination.js';
 import { MediaError } from '../media-error.js';
@@ -41,6 +41,11 @@ export interface MediaRoomsDeps {
   readonly listenIp?: string;
   readonly announcedAddress?: string;
   readonly consumerBudget?: number;
+  /**
+   * How long this node vouches for the connections it serves in a room (renewed every third of it): a room whose node
+   * died without saying so drops their members (grace) once it lapses. Default HOSTING_TTL_MS.
+   */
+  readonly hostingTtlMs?: number;
 }
 
 export interface PublisherQuestion {
@@ -81,6 +86,7 @@ const MEDIA_ERROR_CODES: Readonly<Record<MediaError['code'], string>> = {
   media_unavailable: 'media_unavailable',
   peer_not_found: 'transport_not_found',
   transport_not_found: 'transport_not_found',
+  already_connected: 'transport_already_connected',
   wrong_direction: 'transport_wrong_direction',
   producer_not_found: 'producer_not_found',
   consumer_not_found: 'consumer_not_found',
@@ -98,9 +104,26 @@ export class MediaRooms implements MediaRoomsPort {
   readonly #deps: MediaRoomsDeps;
   readonly #live = new Map<string, LiveRoom>();
   readonly #opening = new Map<string, Promise<LiveRoom>>();
+  readonly #hostingTtlMs: number;
+  #renewal: TimerHandle | undefined;
 
   constructor(deps: MediaRoomsDeps) {
     this.#deps = deps;
+    this.#hostingTtlMs = deps.hostingTtlMs ?? HOSTING_TTL_MS;
+    this.#scheduleRenewal();
+  }
+
+  /** Every third of the hosting TTL, each room with connections here is vouched for again; a failure waits for the next. */
+  #scheduleRenewal(): void {
+    this.#renewal = this.#deps.clock.setTimeout(() => {
+      for (const live of this.#live.values()) {
+        if (live.members.size === 0) continue;
+        this.#send(live, { type: 'room.hosting', fresh: false, ttlMs: this.#hostingTtlMs }).catch((err: unknown) =>
+          this.#deps.logger.warn({ err, roomId: live.key }, 'media room hosting renewal failed; retrying next round'),
+        );
+      }
+      this.#scheduleRenewal();
+    }, Math.max(1, Math.floor(this.#hostingTtlMs / 3)));
   }
 
   async admits(environmentId: string, scope: string): Promise<boolean> {
@@ -132,6 +155,12 @@ export class MediaRooms implements MediaRoomsPort {
           return {};
         case 'transport.create': {
           const params = await live.media.createTransport(memberId, message.direction);
+          if (live.members.get(memberId) !== conn) {
+            // The connection closed (or was replaced) while the transport was made: its media went with it, and so
+            // must this transport, which nobody will ever connect.
+            live.media.closeTransport(memberId, params.id);
+            throw new MediaRequestError('not_joined', 'the connection closed while its transport was created');
+          }
           return { transportId: params.id, iceParameters: params.iceParameters, iceCandidates: params.iceCandidates, dtlsParameters: params.dtlsParameters };
         }
         case 'transport.connect':
@@ -174,6 +203,8 @@ export class MediaRooms implements MediaRoomsPort {
       }
     } catch (error) {
       if (error instanceof MediaError) throw new MediaRequestError(MEDIA_ERROR_CODES[error.code], error.message);
+      // mediasoup's own refusal of parameters it validated but cannot serve (a codec the room's router lacks).
+      if (error instanceof Error && error.name === 'UnsupportedError') throw new MediaRequestError('invalid_media_parameters', error.message);
       if (error instanceof Error && !(error instanceof MediaRequestError) && /rtpParameters|dtlsParameters|rtpCapabilities|invalid/i.test(error.message) && error.name === 'TypeError') {
         throw new MediaRequestError('invalid_media_parameters', error.message);
       }
@@ -193,6 +224,8 @@ export class MediaRooms implements MediaRoomsPort {
   }
 
   async close(): Promise<void> {
+    if (this.#renewal) this.#deps.clock.clearTimeout(this.#renewal);
+    this.#renewal = undefined;
     for (const live of this.#live.values()) live.media.close();
     this.#live.clear();
   }
@@ -205,15 +238,13 @@ export class MediaRooms implements MediaRoomsPort {
     if (!grant.scopes.includes(scopeNeeded)) throw new MediaRequestError('scope_missing', `joining needs grant scope ${scopeNeeded}`);
     if (target.violations.length > 0) throw new MediaRequestError('policy_invalid', `the space policy fails the Media policy check: ${target.violations.join('; ')}`);
     const live = await this.#liveRoom(conn.user.roomKey, target.policy);
-    const { answer: reply, context } = await this.#send(live, {
-      type: 'member.join',
-      memberId,
-      // No profile service yet: a label that names nobody beyond the Environment's own pairwise id.
-      displayName: `Member ${memberId.slice(-6)}`,
-      guest: false,
-      moderator: grant.environmentRoles.includes('admin'),
-      connectionId: conn.id,
-    });
+    const { answer: reply, context } = await this.#send(live, this.#joinRequest(conn));
+    if (conn.closed) {
+      // The socket closed while the room admitted it, so `disconnected` found nothing to drop: drop it now, or the
+      // member would stay connected (holding its place and seat) with no connection and no grace ever running.
+      await this.#send(live, { type: 'member.drop', memberId, connectionId: conn.id });
+      throw new MediaRequestError('not_joined', 'the connection closed while joining');
+    }
     const previous = live.members.get(memberId);
     if (previous && previous !== conn) {
       live.media.removePeer(memberId);
@@ -230,6 +261,20 @@ export class MediaRooms implements MediaRoomsPort {
       resumed: reply.request === 'member.join' ? reply.resumed : false,
       encryption: live.policy.encryption,
       e2ee: live.policy.encryption === 'sfu_blind',
+    };
+  }
+
+  #joinRequest(conn: MediaConnection): Extract<Without<MediaRoomRequest, 'at'>, { type: 'member.join' }> {
+    const { grant, memberId } = conn.user;
+    return {
+      type: 'member.join',
+      memberId,
+      // No profile service yet: a label that names nobody beyond the Environment's own pairwise id.
+      displayName: `Member ${memberId.slice(-6)}`,
+      guest: false,
+      moderator: grant.environmentRoles.includes('admin'),
+      connectionId: conn.id,
+      hostingTtlMs: this.#hostingTtlMs,
     };
   }
 
@@ -250,7 +295,16 @@ export class MediaRooms implements MediaRoomsPort {
       rtpParameters,
       appData: { source: message.source },
     });
+    // The right to publish may have ended while the authority was asked and the producer made (a seat released or
+    // revoked, a share stopped). Known to the room from here on, the producer is closed by any such change applied
+    // later; the second check covers every change applied before.
     live.producers.set(producer.id, { memberId, kind: message.kind, source: message.source });
+    const { answer: recheck } = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
+    if (!live.producers.has(producer.id) || (recheck.request === 'publish.check' && !recheck.allowed)) {
+      live.producers.delete(producer.id);
+      this.#closeProducer(live, memberId, producer.id);
+      throw new MediaRequestError(recheck.request === 'publish.check' ? (recheck.denial ?? 'not_speaker') : 'not_speaker', 'the right to publish ended while the producer was made');
+    }
     this.#broadcast(live, { type: 'producer.added', producer: { producerId: producer.id, memberId, kind: message.kind, source: message.source } }, memberId);
     return { producerId: producer.id };
   }
@@ -279,6 +333,13 @@ export class MediaRooms implements MediaRoomsPort {
     // policy_changed: members (dropped ones inside their grace) are still in the room, which keeps its policy.
     if (refused && refused.code !== 'policy_changed') throw new MediaRequestError(refused.code, refused.message);
     const policy = opened.context.policy ?? configured;
+    // This node serves none of the room's connections yet: members it holds as connected lost theirs with an earlier
+    // process (a crash gave no chance to say so), and their grace starts now. Joins wait for this opening.
+    const hosted = await this.#ask(key, { type: 'room.hosting', fresh: true, ttlMs: this.#hostingTtlMs });
+    const dropped = hosted.emitted.find((e) => e.type === 'room.reply' && e.request === 'room.hosting');
+    if (dropped?.type === 'room.reply' && dropped.request === 'room.hosting' && dropped.dropped > 0) {
+      this.#deps.logger.info({ roomId: key, dropped: dropped.dropped }, 'media room members of an earlier process dropped');
+    }
     let pool: MediaWorkerPool;
     try {
       pool = await this.#deps.pool();
@@ -286,16 +347,23 @@ export class MediaRooms implements MediaRoomsPort {
       this.#deps.logger.error({ err }, 'the mediasoup worker pool could not start');
       throw new MediaRequestError('media_unavailable', 'this node cannot host media right now');
     }
-    const media = await RoomMedia.create({
-      pool,
-      roomId: key,
-      encryption: policy.encryption,
-      expectedConsumersPerRecvTransport: policy.maxSpeakerSeats + (policy.screenShare === 'disabled' ? 0 : 1),
-      logger: this.#deps.logger,
-      ...(this.#deps.listenIp ? { listenIp: this.#deps.listenIp } : {}),
-      ...(this.#deps.announcedAddress ? { announcedAddress: this.#deps.announcedAddress } : {}),
-      ...(this.#deps.consumerBudget ? { consumerBudget: this.#deps.consumerBudget } : {}),
-    });
+    let media: RoomMedia;
+    try {
+      media = await RoomMedia.create({
+        pool,
+        roomId: key,
+        encryption: policy.encryption,
+        expectedConsumersPerRecvTransport: policy.maxSpeakerSeats + (policy.screenShare === 'disabled' ? 0 : 1),
+        logger: this.#deps.logger,
+        ...(this.#deps.listenIp ? { listenIp: this.#deps.listenIp } : {}),
+        ...(this.#deps.announcedAddress ? { announcedAddress: this.#deps.announcedAddress } : {}),
+        ...(this.#deps.consumerBudget ? { consumerBudget: this.#deps.consumerBudget } : {}),
+      });
+    } catch (err) {
+      // No live worker to place the room on (the pool closed, or lost a worker it could not replace).
+      this.#deps.logger.error({ err, roomId: key }, 'media room could not be placed on a worker');
+      throw new MediaRequestError('media_unavailable', 'this node cannot host media right now');
+    }
     const live: LiveRoom = { key, media, policy, members: new Map(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
     media.on('producerclosed', (closed) => {
       live.producers.delete(closed.producerId);
@@ -342,7 +410,16 @@ export class MediaRooms implements MediaRoomsPort {
     for (const change of changes) {
       if (change.kind === 'seat.freed') this.#closeProducers(live, change.memberId, 'microphone');
       else if (change.kind === 'screen.stopped') this.#closeProducers(live, change.memberId, 'screen');
-      else if (change.kind === 'member.left') {
+      else if (change.kind === 'member.dropped') {
+        // Only a lapsed hosting deadline drops a member whose connection is still open here (renewals failed for a
+        // whole TTL): it joins again at once and keeps what a resume keeps.
+        const conn = live.members.get(change.memberId);
+        if (conn && conn.id === change.connectionId && !conn.closed) {
+          this.#send(live, this.#joinRequest(conn)).catch((err: unknown) =>
+            this.#deps.logger.warn({ err, roomId: live.key }, 'media member could not rejoin after its hosting lapsed'),
+          );
+        }
+      } else if (change.kind === 'member.left') {
         live.media.removePeer(change.memberId);
         const conn = live.members.get(change.memberId);
         live.members.delete(change.memberId);
@@ -367,13 +444,16 @@ export class MediaRooms implements MediaRoomsPort {
 
   #closeProducers(live: LiveRoom, memberId: string, source: MediaSource): void {
     for (const [producerId, p] of live.producers) {
-      if (p.memberId === memberId && p.source === source) {
-        try {
-          live.media.closeProducer(memberId, producerId);
-        } catch (error) {
-          if (!(error instanceof MediaError)) throw error;
-        }
-      }
+      if (p.memberId === memberId && p.source === source) this.#closeProducer(live, memberId, producerId);
+    }
+  }
+
+  /** Closes one producer; one already gone (with its peer or transport) is skipped. */
+  #closeProducer(live: LiveRoom, memberId: string, producerId: string): void {
+    try {
+      live.media.closeProducer(memberId, producerId);
+    } catch (error) {
+      if (!(error instanceof MediaError)) throw error;
     }
   }
 

@@ -8,8 +8,8 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
-import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { mediaGrant, mediaWorld, MediaControlClient } from '../support/media-control.js';
+import type { RuntimePerson, TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /**
@@ -19,7 +19,6 @@ import { startTestServer } from '../support/server.js';
  */
 let db: TestDatabase;
 let server: Awaited<ReturnType<typeof startTestServer>>;
-let mod: RuntimePerson;
 let lia: RuntimePerson;
 let world: TestEnvironment;
 let modPage: RuntimeClient;
@@ -56,18 +55,13 @@ test.before(async () => {
   const authorityUrl = `http://127.0.0.1:${(authority.address() as AddressInfo).port}/media/authority`;
   db = await createTestDatabase();
   server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
-  mod = await runtimePerson(server, 'moderator-mo');
-  lia = await runtimePerson(server, 'listener-lia');
-  world = await testEnvironment(server.opsUrl, 'media-world', 'moderator-mo');
-  await configureMedia(server.opsUrl, world.environmentId, {
+  ({ lia, world, modPage, liaPage } = await mediaWorld(server, 'media-world', {
     directCalls: { enabled: true },
     spaces: [
       { id: 'town-hall', policy: stagePolicy() },
       { id: 'gated', policy: stagePolicy(authorityUrl) },
     ],
-  });
-  modPage = await (await mod.runtime(world)).open();
-  liaPage = await (await lia.runtime(world)).open();
+  }));
 });
 test.after(async () => {
   await server.stop('test over');

@@ -24,8 +24,10 @@ test.after(async () => {
   await db.drop();
 });
 
+/** These tests send no hosting renewals: the joining node vouches for its connections for an hour. */
+const HOUR = 3_600_000;
 const join = (memberId: string, connectionId: string, moderator = false) =>
-  ({ type: 'member.join', memberId, displayName: memberId, guest: false, moderator, connectionId }) as const;
+  ({ type: 'member.join', memberId, displayName: memberId, guest: false, moderator, connectionId, hostingTtlMs: HOUR }) as const;
 
 function replyOf(emitted: readonly unknown[]): MediaRoomReply {
   const reply = (emitted as readonly MediaRoomEmitted[]).find((e): e is MediaRoomReply => e.type === 'room.reply');
@@ -59,7 +61,7 @@ test("a dropped member's grace timer survives a host restart and removes the mem
   await first.send(MEDIA_ROOM_KIND, key, { type: 'hand.raise', memberId: 'ann' });
   const dropped = replyOf((await first.send(MEDIA_ROOM_KIND, key, { type: 'member.drop', memberId: 'mod', connectionId: 'mod-1' })).emitted);
   assert.equal(dropped.request === 'member.drop' && dropped.graceUntil, T0 + 30_000);
-  assert.equal((await store.load(MEDIA_ROOM_KIND, key))?.timers, { 'grace:mod': T0 + 30_000 });
+  assert.equal((await store.load(MEDIA_ROOM_KIND, key))?.timers, { 'grace:mod': T0 + 30_000, hosting: T0 + HOUR });
   await first.drain(); // the process goes away inside mod's grace
 
   const notices: DeadlineChange[] = [];
@@ -74,7 +76,7 @@ test("a dropped member's grace timer survives a host restart and removes the mem
   assert.equal(room.members.map((m) => [m.memberId, m.presence]), [['ann', 'connected']]);
   assert.equal(room.hands.map((h) => h.memberId), ['ann'], 'the hand queue came back from Postgres');
   assert.is(room.policy?.reconnectGraceSeconds, 30);
-  assert.equal((await store.load(MEDIA_ROOM_KIND, key))?.timers, {}, 'no deadline is left');
+  assert.equal((await store.load(MEDIA_ROOM_KIND, key))?.timers, { hosting: T0 + HOUR }, 'no deadline but the hosting of ann is left');
   await waitFor(() => notices.length > 0, 'the control plane to be told');
   assert.equal(notices, [
     {
@@ -110,7 +112,7 @@ test('a room restored after a restart resumes a member inside its grace with the
   assert.equal(replyOf(check.emitted), { type: 'room.reply', request: 'publish.check', revision: resumed.revision, memberId: 'bob', source: 'microphone', allowed: false, denial: 'not_speaker' });
   const context = check.snapshot.context as MediaRoomContext;
   assert.equal(context.hands.map((h) => h.memberId), ['bob']);
-  assert.equal((await store.load(MEDIA_ROOM_KIND, key))?.timers, {}, 'the resume cleared the grace deadline');
+  assert.equal((await store.load(MEDIA_ROOM_KIND, key))?.timers, { hosting: T0 + 10_000 + HOUR }, 'the resume cleared the grace deadline');
   assert.equal(notices, []);
   await second.drain();
 });

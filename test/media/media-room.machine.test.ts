@@ -2,8 +2,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RoomViewSchema } from '../../media/control/media-control.messages.js';
 import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
-import { mediaRoomTimers, OFFER_TTL_MS } from '../../machines/media-room/media-room.state.js';
-import { directCallPolicy, meetingPolicy, PureRoom, type RoomRequestInput } from '../support/media-room.js';
+import { HOSTING_TTL_MS, mediaRoomTimers, OFFER_TTL_MS } from '../../machines/media-room/media-room.state.js';
+import { directCallPolicy, meetingPolicy, PureRoom, T0, type RoomRequestInput } from '../support/media-room.js';
 
 test('before room.open every request is refused room_not_open; opening sets the policy once', () => {
   const room = new PureRoom();
@@ -198,7 +198,7 @@ test('speaker offers: moderator only, to a listener, one per target, only with a
   const offered = room.ok({ type: 'speaker.offer', memberId: 'mod', target: 'a' });
   assert.is(offered.reply.expiresAt, room.now + OFFER_TTL_MS);
   assert.is(room.refused({ type: 'speaker.offer', memberId: 'mod', target: 'a' }), 'offer_pending');
-  assert.equal(mediaRoomTimers(room.context), { 'offer:a': room.now + OFFER_TTL_MS });
+  assert.equal(mediaRoomTimers(room.context), { 'offer:a': room.now + OFFER_TTL_MS, hosting: T0 + HOSTING_TTL_MS });
   const accepted = room.ok({ type: 'speaker.accept', memberId: 'a' });
   assert.is(accepted.reply.seat, 1);
   assert.equal(accepted.changed?.changes, [
@@ -207,7 +207,7 @@ test('speaker offers: moderator only, to a listener, one per target, only with a
     { kind: 'hand.lowered', memberId: 'a', reason: 'seated' },
   ]);
   assert.equal(room.handQueue(), []);
-  assert.equal(mediaRoomTimers(room.context), {});
+  assert.equal(mediaRoomTimers(room.context), { hosting: T0 + HOSTING_TTL_MS });
   assert.is(room.refused({ type: 'speaker.offer', memberId: 'mod', target: 'b' }), 'seats_full');
   room.ok({ type: 'floor.release', memberId: 'a' });
   room.ok({ type: 'speaker.offer', memberId: 'mod', target: 'b' });
@@ -294,7 +294,7 @@ test('a grace that ends removes the member with its seat, hand and offer, and te
   room.advance(1).send({ type: 'timer.due', name: 'grace:b', dueAt: room.member('b')!.graceUntil! });
   assert.equal(room.context.hands, []);
   assert.equal(room.context.offers, []);
-  assert.equal(mediaRoomTimers(room.context), {});
+  assert.equal(mediaRoomTimers(room.context), { hosting: T0 + HOSTING_TTL_MS }, 'mod is still connected');
 });
 
 test('screen share per policy: disabled, owners (moderators), speakers (seated); one sharer; the encoding hint', () => {

@@ -1,6 +1,7 @@
 import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../media/control/media-control.messages.js';
+import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
 
 /** Installs Media in an Environment and gives it a configuration, through the operator listener. */
@@ -10,6 +11,25 @@ export async function configureMedia(opsUrl: string, environmentId: string, conf
   if (installed.status !== 200) throw new Error(`install: ${installed.status} ${await installed.text()}`);
   const configured = await fetch(`${opsUrl}/registry/environments/${environmentId}/plugins/plg_media/configuration`, { method: 'PUT', headers, body: JSON.stringify(configuration) });
   if (configured.status !== 200) throw new Error(`configure: ${configured.status} ${await configured.text()}`);
+}
+
+/** A moderator (the Environment's owner) and a listener, each with an active page, in an Environment with Media configured. */
+export interface MediaWorld {
+  readonly world: TestEnvironment;
+  readonly mod: RuntimePerson;
+  readonly lia: RuntimePerson;
+  readonly modPage: RuntimeClient;
+  readonly liaPage: RuntimeClient;
+}
+
+export async function mediaWorld(server: { url: string; opsUrl: string }, environmentId: string, configuration: unknown): Promise<MediaWorld> {
+  const mod = await runtimePerson(server, 'moderator-mo');
+  const lia = await runtimePerson(server, 'listener-lia');
+  const world = await testEnvironment(server.opsUrl, environmentId, 'moderator-mo');
+  await configureMedia(server.opsUrl, world.environmentId, configuration);
+  const modPage = await (await mod.runtime(world)).open();
+  const liaPage = await (await lia.runtime(world)).open();
+  return { world, mod, lia, modPage, liaPage };
 }
 
 export const ALL_MEDIA_SCOPES = ['media:connect', 'media:direct-call', 'media:join-space', 'media:request-speak', 'media:publish'];
