@@ -263,7 +263,7 @@ export class OAuthGrants {
     accountId: string;
     accountEpoch: number;
     browserId: string;
-    /** When the person signed in (the page session's start): the ID token's `auth_time`. */
+    /** When the person signed in (the page session's start), kept with the code; ID tokens leave it out (see #idToken). */
     authTime: number;
   }): Promise<string> {
     const now = this.#d.clock.now();
@@ -326,7 +326,7 @@ export class OAuthGrants {
     };
     const [access, id] = await Promise.all([
       this.#accessToken(grant),
-      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, new Date(exchanged.auth_time).getTime()) : undefined,
+      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce) : undefined,
     ]);
     return {
       access_token: access,
@@ -458,13 +458,17 @@ export class OAuthGrants {
     return row && row.revoked_at === null && row.expires_at.getTime() > this.#d.clock.now() ? liveGrant(row) : undefined;
   }
 
-  /** The caller's live grants of one kind, newest first. */
-  async list(accountId: string, kind: GrantKind): Promise<LiveGrant[]> {
+  /**
+   * The caller's live grants of one kind, newest first: those of the account's current epoch only, since a grant of an
+   * older one (a device was removed since) no longer works and is no active sign-in.
+   */
+  async list(accountId: string, kind: GrantKind, accountEpoch: number): Promise<LiveGrant[]> {
     const rows = await this.#d.db
       .selectFrom('oauth_grants')
       .selectAll()
       .where('account_id', '=', accountId)
       .where('kind', '=', kind)
+      .where('account_epoch', '=', accountEpoch)
       .where('revoked_at', 'is', null)
       .where('expires_at', '>', new Date(this.#d.clock.now()))
       .orderBy('created_at', 'desc')
@@ -547,10 +551,14 @@ export class OAuthGrants {
     return signed.token;
   }
 
-  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: number): Promise<string> {
+  /**
+   * No `auth_time`: the page session's start is the same second in the ID token of every Environment entered from
+   * that browser and would link their pairwise subjects (OIDC requires it only with `max_age`, which is not offered).
+   */
+  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null): Promise<string> {
     const subject = grant.kind === 'environment' ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
     const signed = await this.#d.keys.sign(
-      { sub: subject, auth_time: Math.floor(authTime / 1000), azp: client.clientId, ...(nonce ? { nonce } : {}) },
+      { sub: subject, azp: client.clientId, ...(nonce ? { nonce } : {}) },
       { typ: 'JWT', issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
     );
     return signed.token;

@@ -71,10 +71,16 @@ function admit(ctx: Ctx, enrolment: PendingEnrolment, at: number): Partial<Ctx> 
   return { devices: { ...ctx.devices, [device.id]: device }, enrolments: withoutEnrolment(ctx, enrolment.enrolmentId) };
 }
 
+/**
+ * Removing devices raises the epoch, and admissions not yet completed end with the old epoch: each was granted by a
+ * device of it (perhaps the very one now removed), and a stolen device must not leave a door open behind it. Pending
+ * requests stay for the remaining devices to decide.
+ */
 function removeDevices(ctx: Ctx, ids: readonly string[], at: number): Partial<Ctx> {
   const devices = { ...ctx.devices };
   for (const id of ids) devices[id] = { ...devices[id]!, status: 'removed', removedAt: at };
-  return { devices, epoch: ctx.epoch + 1 };
+  const enrolments = Object.fromEntries(Object.entries(ctx.enrolments).filter(([, e]) => e.decision !== 'admitted'));
+  return { devices, enrolments, epoch: ctx.epoch + 1 };
 }
 
 export const accountMachine = setup({

@@ -164,7 +164,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       responses: { 200: { description: 'Live CLI OAuth grants.', schema: ManagementSessionList } },
       handler: async ({ principal }) => {
         const caller = principalAs(principal, 'managementBearer', 'developerSession');
-        const grants = await deps.grants.list(caller.accountId, 'cli');
+        const grants = await deps.grants.list(caller.accountId, 'cli', await deps.accounts.epochOf(caller.accountId));
         const sessions = await Promise.all(
           grants.map(async (g) => ({
             sessionId: g.id,

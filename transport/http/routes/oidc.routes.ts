@@ -141,7 +141,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
             token_endpoint_auth_methods_supported: ['none'],
             code_challenge_methods_supported: ['S256'],
             scopes_supported: [...new Set(Object.values(CLIENT_SCOPES).flat())],
-            claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
+            claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'nonce', 'azp'],
             authorization_response_iss_parameter_supported: true,
           },
         };
