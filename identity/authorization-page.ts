@@ -55,6 +55,7 @@ export function consentPage(input: { request: AuthorizationRequest; handle: stri
     nonce: request.nonce,
     code_challenge: request.codeChallenge,
     code_challenge_method: 'S256',
+    max_age: request.maxAgeSeconds === null ? undefined : String(request.maxAgeSeconds),
     csrf: input.csrf,
   };
   const fields = Object.entries(hidden)

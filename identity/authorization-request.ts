@@ -12,6 +12,7 @@ export interface AuthorizationParameters {
   readonly code_challenge?: string | undefined;
   readonly code_challenge_method?: string | undefined;
   readonly prompt?: string | undefined;
+  readonly max_age?: string | undefined;
 }
 
 export interface AuthorizationRequest {
@@ -22,6 +23,8 @@ export interface AuthorizationRequest {
   readonly nonce: string | undefined;
   readonly codeChallenge: string;
   readonly promptNone: boolean;
+  /** `max_age`: the oldest sign-in (page session) this request accepts, in seconds; null when not asked. */
+  readonly maxAgeSeconds: number | null;
 }
 
 /**
@@ -37,6 +40,7 @@ export type AuthorizationCheck =
   | { readonly kind: 'valid'; readonly request: AuthorizationRequest };
 
 const CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+const MAX_AGE = /^\d{1,9}$/;
 const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]']);
 
 /**
@@ -79,9 +83,11 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   if (p.prompt !== undefined && p.prompt !== 'none' && p.prompt !== 'consent') {
     return fail('invalid_request', 'prompt_unsupported', 'prompt may be none or consent');
   }
+  if (p.max_age !== undefined && !MAX_AGE.test(p.max_age)) return fail('invalid_request', 'max_age_invalid', 'max_age must be a whole number of seconds');
+  const maxAgeSeconds = p.max_age === undefined ? null : Number(p.max_age);
   return {
     kind: 'valid',
-    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none' },
+    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none', maxAgeSeconds },
   };
 }
 

@@ -162,7 +162,7 @@ export const identityFeature: ServerParts = {
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
         ...accountSessionRoutes({ accounts, sessions, directory, grants, admins, reviewers }),
         ...reviewHostRoutes({ reviewers }),
-        ...oidcRoutes({ accounts, sessions, directory, grants, issuer: publicUrl }),
+        ...oidcRoutes({ accounts, sessions, directory, grants, issuer: publicUrl, clock }),
         ...managementSessionRoutes({ accounts, sessions, directory, grants, admins, identify }),
         ...platformAdminRoutes({ accounts, admins, reviewers }),
       ],

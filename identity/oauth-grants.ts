@@ -98,7 +98,7 @@ interface NewCode {
   account_id: string;
   account_epoch: number;
   browser_id: string;
-  auth_time: string;
+  auth_time: string | null;
   expires_at: string;
 }
 
@@ -123,7 +123,7 @@ interface ExchangedCode {
   account_id: string;
   account_epoch: number;
   browser_id: string;
-  auth_time: Date;
+  auth_time: Date | null;
 }
 
 interface RefreshRotation {
@@ -263,8 +263,8 @@ export class OAuthGrants {
     accountId: string;
     accountEpoch: number;
     browserId: string;
-    /** When the person signed in (the page session's start), kept with the code; ID tokens leave it out (see #idToken). */
-    authTime: number;
+    /** When the person signed in (the page session's start) if the request named `max_age`, else null (see #idToken). */
+    authTime: number | null;
   }): Promise<string> {
     const now = this.#d.clock.now();
     const code = newOpaqueToken('rac');
@@ -278,7 +278,7 @@ export class OAuthGrants {
       account_id: input.accountId,
       account_epoch: input.accountEpoch,
       browser_id: input.browserId,
-      auth_time: new Date(input.authTime).toISOString(),
+      auth_time: input.authTime === null ? null : new Date(input.authTime).toISOString(),
       expires_at: new Date(now + CODE_TTL_MS).toISOString(),
     });
     return code.token;
@@ -326,7 +326,7 @@ export class OAuthGrants {
     };
     const [access, id] = await Promise.all([
       this.#accessToken(grant),
-      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce) : undefined,
+      exchanged.scopes.includes('openid') ? this.#idToken(grant, input.client, exchanged.nonce, exchanged.auth_time) : undefined,
     ]);
     return {
       access_token: access,
@@ -552,13 +552,18 @@ export class OAuthGrants {
   }
 
   /**
-   * No `auth_time`: the page session's start is the same second in the ID token of every Environment entered from
-   * that browser and would link their pairwise subjects (OIDC requires it only with `max_age`, which is not offered).
+   * `auth_time` only when the request named `max_age` (OIDC requires it then): the page session's start is the same
+   * second in the ID token of every Environment entered from that browser and would link their pairwise subjects.
    */
-  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null): Promise<string> {
+  async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: Date | null): Promise<string> {
     const subject = grant.kind === 'environment' ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
     const signed = await this.#d.keys.sign(
-      { sub: subject, azp: client.clientId, ...(nonce ? { nonce } : {}) },
+      {
+        sub: subject,
+        azp: client.clientId,
+        ...(nonce ? { nonce } : {}),
+        ...(authTime ? { auth_time: Math.floor(authTime.getTime() / 1000) } : {}),
+      },
       { typ: 'JWT', issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
     );
     return signed.token;

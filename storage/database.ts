@@ -164,7 +164,8 @@ export interface OAuthCodeTable {
   account_id: string;
   account_epoch: Int8;
   browser_id: string;
-  auth_time: Instant;
+  /** The sign-in time, kept only when the request named `max_age` (the ID token's `auth_time`). */
+  auth_time: NullableInstant;
   expires_at: Instant;
   used_at: NullableInstant;
   grant_id: NullableText;

@@ -15,6 +15,7 @@ import * as journalSegments0011 from './migrations/0011-journal-segments.js';
 import * as deviceAssertionUses0012 from './migrations/0012-device-assertion-uses.js';
 import * as assertionUseBatches0013 from './migrations/0013-assertion-use-batches.js';
 import * as environmentsByOrigin0014 from './migrations/0014-environments-by-origin.js';
+import * as codeAuthTimeWhenAsked0015 from './migrations/0015-code-auth-time-when-asked.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -35,6 +36,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0012-device-assertion-uses': deviceAssertionUses0012,
   '0013-assertion-use-batches': assertionUseBatches0013,
   '0014-environments-by-origin': environmentsByOrigin0014,
+  '0015-code-auth-time-when-asked': codeAuthTimeWhenAsked0015,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

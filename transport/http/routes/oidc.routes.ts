@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import type { Clock } from '../../../actors/clock.js';
 import type { Accounts } from '../../../identity/accounts.js';
 import { consentPage, errorPage, pageHeaders, signInPage } from '../../../identity/authorization-page.js';
 import { checkAuthorization, redirectBack, type AuthorizationRequest } from '../../../identity/authorization-request.js';
@@ -16,6 +17,7 @@ export interface OidcDependencies {
   readonly directory: EnvironmentDirectory;
   readonly grants: OAuthGrants;
   readonly issuer: () => string;
+  readonly clock: Clock;
 }
 
 const optional = z.string().optional();
@@ -29,6 +31,10 @@ const AuthorizationQuery = z.object({
   nonce: optional,
   code_challenge: optional.describe('base64url SHA-256 of the code verifier (43 characters).'),
   code_challenge_method: optional.describe('Must be `S256`; `plain` is refused.'),
+  max_age: optional.describe(
+    'Seconds: the oldest sign-in on this browser (its page session) the client accepts. An older one is treated as none ' +
+    '(`prompt=none`: `login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
+  ),
   prompt: optional.describe(
     '`none`: answer at once: `login_required` without a page session, `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
   ),
@@ -106,11 +112,15 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       accountId: principal.accountId,
       accountEpoch: principal.accountEpoch,
       browserId: principal.browserId,
-      authTime: principal.signedInAt,
+      authTime: request.maxAgeSeconds === null ? null : principal.signedInAt,
     });
     return { status: 303 as const, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { code, state: request.state }) } };
   };
 
+
+  /** OIDC `max_age`: a sign-in older than the request accepts counts as none. */
+  const recentEnough = (request: AuthorizationRequest, signedInAt: number): boolean =>
+    request.maxAgeSeconds === null || deps.clock.now() - signedInAt <= request.maxAgeSeconds * 1000;
 
   const originOf = async (request: AuthorizationRequest): Promise<string> =>
     request.client.environmentId ? ((await deps.directory.environment(request.client.environmentId))?.origin ?? '') : new URL(request.redirectUri).origin;
@@ -141,7 +151,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
             token_endpoint_auth_methods_supported: ['none'],
             code_challenge_methods_supported: ['S256'],
             scopes_supported: [...new Set(Object.values(CLIENT_SCOPES).flat())],
-            claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'nonce', 'azp'],
+            claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
             authorization_response_iss_parameter_supported: true,
           },
         };
@@ -177,7 +187,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         }
         const { request } = check;
         const lookup = await deps.sessions.fromRequest('page', headers);
-        const session = lookup.status === 'live' ? lookup.session : undefined;
+        const session = lookup.status === 'live' && recentEnough(request, lookup.session.createdAt) ? lookup.session : undefined;
         if (!session) {
           if (request.promptNone) {
             return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { error: 'login_required', state: request.state }) } };
@@ -223,6 +233,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
+        }
+        if (!recentEnough(check.request, session.signedInAt)) {
+          return { status: 303, body: undefined, headers: { location: redirectBack(check.request.redirectUri, deps.issuer(), { error: 'login_required', state: check.request.state }) } };
         }
         if (body.decision === 'deny') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.request.redirectUri, deps.issuer(), { error: 'access_denied', state: check.request.state }) } };
