@@ -64,7 +64,8 @@ and the Environment grants authorized through it, while CLI and desktop manageme
 clients (no secret). Codes are single use and live 60 seconds. Environment clients redirect only to their exact
 registered URIs on the Environment's origin, get scope \`openid runtime\`, 10-minute access tokens for audience
 \`registry-runtime\` and ID tokens whose \`sub\` is the pairwise actor id (\`auth_time\` only when the request named
-\`max_age\`); they renew with \`prompt=none\`. The CLI client \`registry-cli\` redirects to \`http://127.0.0.1:{any port}\` or \`http://[::1]:{any port}\` (RFC 8252), gets scope
+\`max_age\`); they renew with \`prompt=none\`. The CLI client \`registry-cli\` redirects to
+\`http://127.0.0.1:{any port}\` or \`http://[::1]:{any port}\` (RFC 8252), gets scope
 \`openid management\`, 10-minute access tokens for audience \`registry-management\` and single-use refresh tokens that
 rotate inside a 30-day sign-in; presenting a spent one revokes the whole sign-in (\`refresh_token_reused\`).`;
 
