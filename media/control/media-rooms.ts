@@ -299,10 +299,20 @@ export class MediaRooms implements MediaRoomsPort {
     // revoked, a share stopped). Known to the room from here on, the producer is closed by any such change applied
     // later; the second check covers every change applied before.
     live.producers.set(producer.id, { memberId, kind: message.kind, source: message.source });
-    const { answer: recheck } = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
-    if (!live.producers.has(producer.id) || (recheck.request === 'publish.check' && !recheck.allowed)) {
+    const withdraw = (): void => {
       live.producers.delete(producer.id);
       this.#closeProducer(live, memberId, producer.id);
+    };
+    let recheck: MediaRoomReply;
+    try {
+      ({ answer: recheck } = await this.#send(live, { type: 'publish.check', memberId, source: message.source }));
+    } catch (error) {
+      // Refused (the member left meanwhile) or unanswered: a producer nobody vouches for does not stay.
+      withdraw();
+      throw error;
+    }
+    if (!live.producers.has(producer.id) || (recheck.request === 'publish.check' && !recheck.allowed)) {
+      withdraw();
       throw new MediaRequestError(recheck.request === 'publish.check' ? (recheck.denial ?? 'not_speaker') : 'not_speaker', 'the right to publish ended while the producer was made');
     }
     this.#broadcast(live, { type: 'producer.added', producer: { producerId: producer.id, memberId, kind: message.kind, source: message.source } }, memberId);
