@@ -58,6 +58,9 @@ const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>): HttpError =>
   return problem(409, 'runtime_session_ended', `this Runtime session was ${status}; create a new one`);
 };
 
+/** An activation that lost a race with the session's release or revocation. */
+const ended = (): HttpError => problem(409, 'runtime_session_ended', 'this Runtime session ended (released or revoked) while it was activated; create a new one');
+
 const sessionNotFound = (): HttpError =>
   problem(404, 'runtime_session_not_found', 'no such Runtime session for this person in this Environment (X-Platform-Runtime-Session)');
 
@@ -153,15 +156,21 @@ export class RuntimeSessions {
           leaseId: newId('lse'),
           ttlMs: this.#o.leaseTtlMs,
         });
-        const granted = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' }>;
+        const answer = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' | 'lease.refused' }>;
+        // Released or revoked after the check above: the lease stays where it is.
+        if (answer.type === 'lease.refused') throw ended();
+        const granted = answer;
         ticket.settle(sessionId, granted.evicted !== null);
         const activated = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
           type: 'session.activated',
           leaseId: granted.holder.leaseId,
           version: granted.holder.version,
         });
+        const context = activated.snapshot.context as RuntimeSessionContext;
+        // It ended right after the lease was granted (the release freed that lease again): ended is what it is.
+        if (context.endedAt !== null) throw ended();
         this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated', granted.holder.version);
-        return { context: activated.snapshot.context as RuntimeSessionContext, status: 'active', lease: granted.holder };
+        return { context, status: 'active', lease: granted.holder };
       });
     } finally {
       // Refused, or the lease actor never answered: the reservation is returned (a no-op once settled).

@@ -1,5 +1,6 @@
 import type { Clock, TimerHandle } from '../actors/clock.js';
 import type { PresenceState } from '../machines/runtime-session/runtime-session.machine.js';
+import type { LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';
 import { LEASE_VERSION, type RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { socketBearer } from '../transport/ws/codecs.js';
@@ -129,6 +130,14 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     conn.close(closeFor(reason), `lease ${reason}`);
   };
 
+  /** Whether the socket's lease is still the person's current one; when not, the socket is told why and closed. */
+  const holdsLease = (conn: RuntimeConn, holder: LeaseHolder | null): boolean => {
+    const { sessionId, leaseId, leaseVersion } = conn.user;
+    if (holder?.sessionId === sessionId && holder.leaseId === leaseId && holder.version === leaseVersion) return true;
+    endLease(conn, holder && holder.sessionId !== sessionId ? 'superseded' : 'lapsed');
+    return false;
+  };
+
   /** Control channels open on this node. */
   const controls = new Set<ControlConn>();
   /**
@@ -217,11 +226,22 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         fromSession();
         fromAccount();
       };
+      // The fence was checked at the upgrade. A supersession committed since then, before this socket subscribed, is
+      // told by no event, so the holding is checked again now: at once when the lease actor is in memory (as it is
+      // right after the upgrade read it), else as soon as it answers.
+      const known = sessions.committedLeaseHolder(caller.accountId);
+      if (known && !holdsLease(conn, known.holder)) return;
       presence.join(caller.environmentId, sessionId, { actorId: caller.actorId, state: 'available', since: clock.now(), conn });
       conn.send({ type: 'ready', sessionId, leaseVersion, actorId: caller.actorId });
+      if (!known) {
+        sessions.leaseHolder(caller.accountId).then(
+          (holder) => void holdsLease(conn, holder),
+          (err: unknown) => conn.logger.warn({ err }, 'lease check after the upgrade failed; the renewal round checks again'),
+        );
+      }
     },
     async onMessage(conn, message) {
-      const { caller, sessionId, leaseId, leaseVersion } = conn.user;
+      const { caller, sessionId } = conn.user;
       switch (message.type) {
         case 'ping':
           conn.send({ type: 'pong', ...(message.ref ? { ref: message.ref } : {}) });
@@ -231,11 +251,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
           return;
         case 'presence.update': {
           const known = sessions.committedLeaseHolder(caller.accountId);
-          const holder = known ? known.holder : await sessions.leaseHolder(caller.accountId);
-          if (holder?.sessionId !== sessionId || holder.leaseId !== leaseId || holder.version !== leaseVersion) {
-            endLease(conn, holder && holder.sessionId !== sessionId ? 'superseded' : 'lapsed');
-            return;
-          }
+          if (!holdsLease(conn, known ? known.holder : await sessions.leaseHolder(caller.accountId))) return;
           await sessions.presence(sessionId, message.state);
           presence.set(caller.environmentId, sessionId, message.state, clock.now());
           conn.send({ type: 'presence.updated', state: message.state, ...(message.ref ? { ref: message.ref } : {}) });

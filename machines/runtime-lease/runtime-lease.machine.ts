@@ -21,11 +21,22 @@ export interface RuntimeLeaseContext {
   readonly holder: LeaseHolder | null;
   /** Highest version ever granted. */
   readonly version: number;
+  /**
+   * The person's sessions that ended most recently (released or revoked), newest last, at most ENDED_KEPT. An
+   * activation checks its session is live before it asks for the lease; a release or logout landing between the two
+   * must not let the ended session take the lease (and evict the live one), so it is refused here. Absent in leases
+   * stored before it existed: read as empty.
+   */
+  readonly ended?: readonly string[];
 }
+
+/** Far more than the activations one person can have in flight between their session check and their acquire. */
+export const ENDED_KEPT = 32;
 
 export type RuntimeLeaseEvent =
   | { readonly type: 'lease.acquire'; readonly sessionId: string; readonly leaseId: string; readonly ttlMs: number; readonly at: number }
   | { readonly type: 'lease.renew'; readonly sessionId: string; readonly leaseId: string; readonly ttlMs: number; readonly at: number }
+  /** The session ended (released, or revoked by a logout): its lease, if it holds it, is freed without a successor. */
   | { readonly type: 'lease.release'; readonly sessionId: string; readonly at: number }
   | { readonly type: 'lease.read'; readonly at: number }
   | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
@@ -36,7 +47,9 @@ export type RuntimeLeaseEmitted =
   /** `evicted` is the session that held the lease until now (it is superseded), if any. */
   | { readonly type: 'lease.granted'; readonly holder: LeaseHolder; readonly evicted: LeaseHolder | null }
   | { readonly type: 'lease.renewed'; readonly holder: LeaseHolder }
-  | { readonly type: 'lease.not_held'; readonly holder: LeaseHolder | null };
+  | { readonly type: 'lease.not_held'; readonly holder: LeaseHolder | null }
+  /** The session asking for the lease has ended: nothing changed. */
+  | { readonly type: 'lease.refused'; readonly sessionId: string; readonly reason: 'session_ended' };
 
 export const runtimeLeaseMachine = setup({
   types: { context: {} as RuntimeLeaseContext, events: {} as RuntimeLeaseEvent, emitted: {} as RuntimeLeaseEmitted, input: {} as { accountId: string } },
@@ -46,11 +59,15 @@ export const runtimeLeaseMachine = setup({
   },
 }).createMachine({
   id: 'runtime-lease',
-  context: ({ input }) => ({ accountId: input.accountId, holder: null, version: 0 }),
+  context: ({ input }) => ({ accountId: input.accountId, holder: null, version: 0, ended: [] }),
   on: {
     'lease.acquire': {
       actions: enqueueActions(({ context, event, enqueue }) => {
         const current = context.holder;
+        if (context.ended?.includes(event.sessionId)) {
+          enqueue.emit({ type: 'lease.refused', sessionId: event.sessionId, reason: 'session_ended' });
+          return;
+        }
         if (current?.sessionId === event.sessionId) {
           // Activating the holder again keeps its fence: the version changes only when the holder changes.
           const renewed = { ...current, expiresAt: event.at + event.ttlMs };
@@ -78,10 +95,13 @@ export const runtimeLeaseMachine = setup({
       }),
     },
     'lease.release': {
-      guard: ({ context, event }) => context.holder?.sessionId === event.sessionId,
-      actions: enqueueActions(({ context, enqueue }) => {
-        enqueue({ type: 'leaseEnded', params: { accountId: context.accountId, holder: context.holder!, reason: 'released', version: context.version } });
-        enqueue.assign({ holder: null });
+      guard: ({ context, event }) => context.holder?.sessionId === event.sessionId || !context.ended?.includes(event.sessionId),
+      actions: enqueueActions(({ context, event, enqueue }) => {
+        const ended = [...(context.ended ?? []).filter((id) => id !== event.sessionId), event.sessionId].slice(-ENDED_KEPT);
+        if (context.holder?.sessionId === event.sessionId) {
+          enqueue({ type: 'leaseEnded', params: { accountId: context.accountId, holder: context.holder, reason: 'released', version: context.version } });
+          enqueue.assign({ holder: null, ended });
+        } else enqueue.assign({ ended });
       }),
     },
     'timer.due': {

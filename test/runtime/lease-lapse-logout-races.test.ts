@@ -1,0 +1,99 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { ManualClock } from '../../actors/clock.js';
+import { RegistryBrowser } from '../../client/oidc-client.js';
+import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
+
+/** Lease lapse timing vs the documentation, lapse racing activation, browser logout racing activation. */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+const clock = new ManualClock(Date.now());
+let env: TestEnvironment;
+let ivy: RuntimePerson;
+const LEASE_TTL_S = 90;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S), RUNTIME_EVICTIONS_PER_MINUTE: '1000', ACTOR_TIMER_POLL_MS: '1000' }, clock);
+  ivy = await runtimePerson(server, 'ivy');
+  ivy.device.now = () => clock.now();
+  env = await testEnvironment(server.opsUrl, 'ivys-world', 'ivy');
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+type Host = { send: (kind: string, key: string, event: { type: string; sessionId?: string }) => Promise<unknown> };
+const fencedCall = (page: RuntimeClient) => page.fenced('/v1/runtime/plugins/plg_media/settings');
+
+test('documented lapse: a fenced call after a third of the TTL renews; the lease then holds 90 s from that call', async () => {
+  const page = await (await ivy.runtime(env)).open();
+  clock.advance(40_000);
+  const renewing = await fencedCall(page);
+  assert.ok(renewing.status !== 409, `fenced call refused: ${renewing.status} ${await renewing.text()}`);
+  await new Promise((r) => setTimeout(r, 200)); // the renewal is fire-and-forget
+  clock.advance(80_000); // 120 s after activation, 80 s after the renewing call
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.is(await sessionState(page), 'active', 'renewed 80 s ago: the lease must hold');
+  clock.advance(12_000); // 92 s after the last renewal
+  await waitFor(async () => ((await sessionState(page)) === 'standby' ? true : undefined), 'the lease to lapse');
+  await page.release();
+});
+
+test('lapse racing re-activation of the same session: one holder, versions grow, the session ends active', async () => {
+  const page = await (await ivy.runtime(env)).open();
+  const before = page.lease!.leaseVersion;
+  clock.advance(LEASE_TTL_S * 1000 + 1);
+  const activated = await page.activate();
+  assert.is(activated.status, 200);
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.is(await sessionState(page), 'active');
+  assert.ok(page.lease!.leaseVersion >= before);
+  await page.release();
+});
+
+test('browser SSO logout racing activation: a revoked session never takes the lease from the live Runtime', async () => {
+  // b: a page opened from a second browser of the same person; it is not correlated with the first browser's logout.
+  const second = new RegistryBrowser(server.url, ivy.device);
+  assert.is((await second.openPageSession()).status, 204);
+  const b = new RuntimeClient(server.url, (await environmentSignIn(server.url, second, env.clientId, env.redirectUri)).access_token, env.origin);
+  await b.open();
+  const a = await ivy.runtime(env); // first browser
+  await a.createSession();
+
+  const host = server.services.host as unknown as Host;
+  const original = host.send;
+  let revoked!: () => void;
+  const revokeCommitted = new Promise<void>((resolve) => (revoked = resolve));
+  let arrived!: () => void;
+  const acquireArrived = new Promise<void>((resolve) => (arrived = resolve));
+  host.send = function (this: unknown, kind, key, event) {
+    if (kind === 'runtime-lease' && event.type === 'lease.acquire' && event.sessionId === a.sessionId) {
+      arrived();
+      return revokeCommitted.then(() => original.call(this, kind, key, event));
+    }
+    const reply = original.call(this, kind, key, event);
+    if (kind === 'runtime-session' && key === a.sessionId && event.type === 'session.revoke') void reply.then(() => revoked());
+    return reply;
+  };
+  let activated: Response;
+  try {
+    const activation = a.activate();
+    await acquireArrived;
+    const logout = await logoutBrowser(server.url, ivy);
+    assert.ok(logout.status < 300, `logout ${logout.status}`);
+    activated = await activation;
+  } finally {
+    host.send = original;
+  }
+  const body = (await activated.json()) as { status?: string };
+  assert.is(await sessionState(b), 'active', `the other browser's live Runtime was evicted by a revoked session (activate answered ${activated.status} ${body.status})`);
+});
+
+test.run();
