@@ -115,6 +115,7 @@ const TITLES: Readonly<Record<number, string>> = {
   201: 'Created',
   202: 'Accepted',
   204: 'No Content',
+  303: 'See Other',
   304: 'Not Modified',
   400: 'Bad Request',
   401: 'Unauthorized',

@@ -234,6 +234,8 @@ export class HttpGateway {
         else for (const each of value as readonly string[]) res.writeHeader(name, each);
       }
       if (request.method === 'HEAD') endHead(res, answer.status, Buffer.byteLength(answer.body));
+      // RFC 9110 8.6: no Content-Length on a 204, and on a 304 only the 200's (none is simpler); uWS's end() adds one.
+      else if (answer.status === 204 || answer.status === 304) res.endWithoutBody();
       else res.end(answer.body);
     });
     const durationMs = performance.now() - started;

@@ -172,7 +172,15 @@ function operation(route: AnyRoute): Json {
   // The replay of a keyed creation or acceptance is a 200 with the original body (see the gateway's `replayed`).
   const created = route.idempotency ? (responses['201'] ?? responses['202']) : undefined;
   if (created) responses['200'] ??= { ...created, description: 'An identical retry: the original result, replayed (`Idempotent-Replayed: true`).' };
-  for (const status of errorStatuses(route)) responses[String(status)] ??= errorResponse(route, status);
+  for (const status of errorStatuses(route)) {
+    const generic = errorResponse(route, status);
+    const own = responses[String(status)] as Json | undefined;
+    // A route's own page for an error status (the authorization page's HTML) does not replace the gateway's errors
+    // on that status (a malformed query is still a Problem): the document lists both media types.
+    responses[String(status)] = own
+      ? { ...own, content: { ...(generic.content as Json), ...((own.content as Json | undefined) ?? {}) } }
+      : generic;
+  }
   return {
     operationId: route.operationId,
     summary: route.summary,

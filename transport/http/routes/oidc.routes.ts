@@ -255,10 +255,12 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         '(`invalid_grant`, code `refresh_token_reused`). A reused authorization code revokes what it produced. ' +
         `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds; management tokens are checked online against their grant ` +
         'and the account epoch on every call (runtime tokens by the Runtime plane). ' +
-        'Errors are RFC 6749 bodies with the stable `code` and `requestId` added.',
+        'Errors are RFC 6749 bodies with the stable `code` and `requestId` added; an unknown `client_id` is 401 ' +
+        '`invalid_client` (RFC 6749 5.2).',
       tags: ['Authorization'],
       credential: 'none',
       errorFormat: 'oauth',
+      errors: [401],
       bodyFormat: 'form',
       body: TokenForm,
       maxBodyBytes: 8 * 1024,
