@@ -246,14 +246,19 @@ export async function startServer(
     let stopping: Promise<void> | undefined;
     const stop = (reason: string): Promise<void> =>
       (stopping ??= (async () => {
-        logger.info({ reason, inFlight: gateway.inFlight }, 'draining');
+        logger.info({ reason, inFlight: gateway.inFlight, opsInFlight: opsGateway.inFlight }, 'draining');
+        // Both listeners stop taking requests and finish the ones they hold: an operator command in flight (an
+        // Environment registered, a plugin configured) is answered like a public request, not cut by the cleanup.
         gateway.startDraining();
+        opsGateway.startDraining();
         uws.us_listen_socket_close(listen);
+        uws.us_listen_socket_close(opsListen);
         // Socket clients are told to go away (1001) and reconnect elsewhere; nothing of theirs is in flight here.
         for (const endpoint of sockets) endpoint.shutdown(1001, 'server shutting down');
-        const idle = await gateway.waitIdle(config.shutdownTimeoutMs);
-        if (!idle) logger.warn({ inFlight: gateway.inFlight }, 'requests still in flight at shutdown timeout');
-        uws.us_listen_socket_close(opsListen);
+        const [idle, opsIdle] = await Promise.all([gateway.waitIdle(config.shutdownTimeoutMs), opsGateway.waitIdle(config.shutdownTimeoutMs)]);
+        if (!idle || !opsIdle) {
+          logger.warn({ inFlight: gateway.inFlight, opsInFlight: opsGateway.inFlight }, 'requests still in flight at shutdown timeout');
+        }
         await cleanup();
         logger.info({ reason }, 'stopped');
       })());
