@@ -3,7 +3,7 @@ import { mediaRoomKind } from '../actors/media.actors.js';
 import type { DeadlineChange } from '../machines/media-room/media-room.machine.js';
 import type { RoomPolicy } from '../machines/media-room/media-room.policy.js';
 import type { MediaDirectCallPolicyV2, MediaEnvironmentConfigV2 } from '../plugins/media/media-config.schema.js';
-import { checkMediaSpacePolicy } from '../plugins/media/media-policy.check.js';
+import { checkMediaEnvironmentConfig } from '../plugins/media/media-policy.check.js';
 import { MEDIA_PLUGIN_ID, mediaPlugin } from '../plugins/media/media.plugin.js';
 import { pluginInstallations } from '../plugins/plugins.feature.js';
 import { runtimeServices } from '../runtime/runtime.feature.js';
@@ -32,15 +32,23 @@ export const DEFAULT_DIRECT_CALL_POLICY: MediaDirectCallPolicyV2 = Object.freeze
 /** A direct call's context scope: `call:` and anything the pattern allows (the Environment names its calls). */
 export const DIRECT_CALL_SCOPE = /^call:/;
 
-/** The room a scope leads to under an installation's configuration; undefined when it names none. */
+/**
+ * The room a scope leads to under an installation's configuration; undefined when it names none. Its violations are
+ * those of the whole configuration's cross-field check that concern it: every definition of a space id (a duplicate
+ * is one), or the direct-call section.
+ */
 export function roomTarget(config: MediaEnvironmentConfigV2, scope: string): RoomTarget | undefined {
-  const space = config.spaces?.find((s) => s.id === scope);
-  if (space) {
-    const policy: RoomPolicy = space.policy;
-    return { kind: 'space', policy, violations: checkMediaSpacePolicy(space.policy).map((v) => `${v.code} at ${v.pointer}`) };
+  const violations = checkMediaEnvironmentConfig(config);
+  const under = (prefixes: readonly string[]): string[] =>
+    violations.filter((v) => prefixes.some((p) => v.pointer === p || v.pointer.startsWith(`${p}/`))).map((v) => `${v.code} at ${v.pointer}`);
+  const definitions = (config.spaces ?? []).flatMap((s, i) => (s.id === scope ? [i] : []));
+  const first = definitions[0];
+  if (first !== undefined) {
+    const policy: RoomPolicy = config.spaces![first]!.policy;
+    return { kind: 'space', policy, violations: under(definitions.map((i) => `/spaces/${i}`)) };
   }
   if (DIRECT_CALL_SCOPE.test(scope) && config.directCalls.enabled) {
-    return { kind: 'call', policy: config.directCalls.policy ?? DEFAULT_DIRECT_CALL_POLICY, violations: [] };
+    return { kind: 'call', policy: config.directCalls.policy ?? DEFAULT_DIRECT_CALL_POLICY, violations: under(['/directCalls']) };
   }
   return undefined;
 }

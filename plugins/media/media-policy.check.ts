@@ -11,7 +11,7 @@ import type { MediaEnvironmentConfigV2, MediaRoomPolicyV2, MediaSpacePolicyV2 } 
  * |-----------------------------------------|------------------|----------------------------------------------------|-----|
  * | speaker_seats_exceed_participants       | maxSpeakerSeats  | maxSpeakerSeats > maxParticipants                  | seats no one could ever fill |
  * | meeting_too_large                       | maxParticipants  | meeting with maxParticipants > 16                  | everyone in a meeting may speak; 16 is the seat ceiling, so larger rooms are stages |
- * | stage_without_audience                  | maxSpeakerSeats  | stage with maxSpeakerSeats = maxParticipants       | a stage where everyone holds a seat is a meeting |
+ * | stage_without_audience                  | maxSpeakerSeats  | stage with maxSpeakerSeats ≥ maxParticipants       | a stage where everyone holds a seat is a meeting |
  * | stage_open_floor                        | floorControl     | stage with floorControl open                       | up to 150 listeners could take the microphone unasked |
  * | raise_hand_on_fixed_floor               | raiseHand        | raiseHand enabled, floorControl fixed              | nobody can grant a hand: the seats never change |
  * | raise_hand_on_open_floor                | raiseHand        | raiseHand enabled, floorControl open               | nobody answers a hand: anyone takes a free seat |

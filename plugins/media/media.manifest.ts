@@ -9,7 +9,6 @@ import {
 import { REGISTRY_PUBLISHER } from '../plugin-catalog.js';
 import type { PluginManifest, PluginProtocolArtifact } from '../plugin-manifest.schema.js';
 import { MEDIA_MAX_SPACES, mediaEnvironmentConfigJsonSchema, mediaGrantContextJsonSchema, mediaSettingsJsonSchema } from './media-config.schema.js';
-import { MEDIA_MEETING_MAX_PARTICIPANTS } from './media-policy.check.js';
 import { mediaPlugin } from './media.plugin.js';
 
 /**
@@ -171,7 +170,6 @@ export function buildMediaManifest(input: { publicUrl: string; artifacts: MediaA
       maxSpaces: MEDIA_MAX_SPACES,
       minSpaceParticipants: 2,
       maxSpaceParticipants: 150,
-      maxMeetingParticipants: MEDIA_MEETING_MAX_PARTICIPANTS,
       minSpeakerSeatsPerSpace: 1,
       maxSpeakerSeatsPerSpace: 16,
       directCallParticipants: 2,

@@ -184,13 +184,16 @@ export function renderError(error: HttpError, preferred: ErrorFormat, requestId:
   };
 }
 
+/** RFC 6901: `~` and `/` inside a member name are escaped, so the pointer names exactly that member. */
+const pointerToken = (name: string): string => name.replace(/~/g, '~0').replace(/\//g, '~1');
+
 /** A zod failure as the API's error details: one per issue, each unknown member named by its own pointer. */
 export function validationDetails(error: z.ZodError, part: ErrorDetail['in']): ErrorDetail[] {
   const details: ErrorDetail[] = [];
   for (const issue of error.issues) {
-    const base = issue.path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+    const base = issue.path.map((p) => `/${pointerToken(String(p))}`).join('');
     if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) details.push({ pointer: `${base}/${key}`, in: part, code: 'unrecognized', message: 'unknown member' });
+      for (const key of issue.keys) details.push({ pointer: `${base}/${pointerToken(key)}`, in: part, code: 'unrecognized', message: 'unknown member' });
     } else {
       details.push({ pointer: base, in: part, code: issue.code, message: issue.message });
     }

@@ -27,7 +27,14 @@ const InstallationParams = EnvironmentParams.extend({ pluginId: z.string().regex
 
 const PluginConfiguration = apiSchema(
   'OpsPluginConfiguration',
-  z.record(z.string(), z.unknown()),
+  // A record drops a `__proto__` member unseen, and the Plugin's strict schema would then never be asked about it: it is
+  // refused here as the unknown member it is (deeper ones the Plugin's schema refuses itself).
+  z.preprocess((value, ctx) => {
+    if (typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__')) {
+      ctx.addIssue({ code: 'unrecognized_keys', keys: ['__proto__'], path: [], input: value as Record<string, unknown> });
+    }
+    return value;
+  }, z.record(z.string(), z.unknown())),
   'An installation configuration: the document the Plugin\'s manifest describes (`installationConfiguration.schema`).',
 );
 
