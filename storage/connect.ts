@@ -36,6 +36,20 @@ export interface ConnectOptions {
   readonly onError?: (error: Error) => void;
 }
 
+/** How long closing waits for the pool's connections to end before it gives up on them. */
+const CLOSE_WAIT_MS = 2_000;
+
+function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    timer.unref();
+    void work.finally(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 export function connectStorage(options: ConnectOptions): StorageConnection {
   const pool = new pg.Pool({
     connectionString: options.connectionString,
@@ -49,14 +63,23 @@ export function connectStorage(options: ConnectOptions): StorageConnection {
   // the outage. pg-pool listens only to idle clients and drops that listener while a client is checked out, so
   // every client gets a listener of its own for its whole life.
   pool.on('error', (error) => options.onError?.(error));
+  /** Each client until its connection has ended. */
+  const open = new Map<pg.PoolClient, Promise<void>>();
   pool.on('connect', (client) => {
     client.on('error', (error) => options.onError?.(error));
+    open.set(client, new Promise<void>((resolve) => client.once('end', () => {
+      open.delete(client);
+      resolve();
+    })));
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closed: Promise<void> | undefined;
   return {
     pool,
     db,
-    close: () => (closed ??= db.destroy()),
+    // pg-pool's end() resolves once it has asked its idle clients to end, not once they have: wait for their
+    // connections to close, so a Postgres stopped right after (the embedded one) does not cut them mid-goodbye and
+    // every shutdown log a connection error.
+    close: () => (closed ??= db.destroy().then(() => settledWithin(Promise.all(open.values()), CLOSE_WAIT_MS))),
   };
 }
