@@ -11,14 +11,16 @@ export interface ControlClaims {
   readonly sessionId: string;
   /** The sign-in (OAuth grant) the token was issued under: the channel checks it online, as every Runtime call does. */
   readonly grantId: string;
-  readonly accountId: string;
+  /** The pairwise actor id, as in the runtime token: the account is found from the sign-in, online. */
+  readonly actorId: string;
   readonly environmentId: string;
   readonly origin: string;
 }
 
 /**
- * The control channel's credential: read-only, bound to one Runtime session and its origin, short-lived. It names
- * the account in `sub` because only the registry reads it (the page holds it opaque and never sends it elsewhere).
+ * The control channel's credential: read-only, bound to one Runtime session and its origin, short-lived. The page
+ * can read it (a JWS is signed, not sealed), so it names the person only as the Environment already knows them: the
+ * pairwise actor id. The account id would be the same in every Environment and link their actor ids.
  */
 export class ControlTokens {
   constructor(
@@ -29,7 +31,7 @@ export class ControlTokens {
 
   issue(caller: RuntimeCaller, sessionId: string): Promise<{ token: string; expiresAt: number }> {
     return this.keys.sign(
-      { sub: caller.accountId, sid: caller.grantId, rts: sessionId, env: caller.environmentId, origin: caller.origin },
+      { sub: caller.actorId, sid: caller.grantId, rts: sessionId, env: caller.environmentId, origin: caller.origin },
       { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, expiresInSeconds: CONTROL_TOKEN_TTL_S, clock: this.clock },
     );
   }
@@ -39,7 +41,7 @@ export class ControlTokens {
     try {
       const p = await this.keys.verify(token, { typ: CONTROL_TOKEN_TYPE, issuer: this.issuer(), audience: CONTROL_AUDIENCE, clock: this.clock });
       if (typeof p.sub !== 'string' || typeof p.sid !== 'string' || typeof p.rts !== 'string' || typeof p.env !== 'string' || typeof p.origin !== 'string') return undefined;
-      return { sessionId: p.rts, grantId: p.sid, accountId: p.sub, environmentId: p.env, origin: p.origin };
+      return { sessionId: p.rts, grantId: p.sid, actorId: p.sub, environmentId: p.env, origin: p.origin };
     } catch (error) {
       // jose checks the signature before the time claims, so only a token this registry signed is reported expired.
       return (error as { code?: string }).code === 'ERR_JWT_EXPIRED' ? 'expired' : undefined;

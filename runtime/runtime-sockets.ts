@@ -291,10 +291,11 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       }
       // Online, like every Runtime call: without it the channel would be admitted from memory alone, after its
       // sign-in ended or while the stores cannot answer (then 503 runtime_coordination_unavailable: nobody admitted).
-      if (!(await coordinated(() => deps.tokens.signInLive(claims.grantId)))) {
+      const signIn = await coordinated(() => deps.tokens.liveSignIn(claims.grantId));
+      if (!signIn) {
         throw new HttpError(401, 'runtime_authorization_expired', 'the sign-in behind this control token has ended; sign in to the Environment again', { family: 'runtime' });
       }
-      const owner = { accountId: claims.accountId, environmentId: claims.environmentId, origin: claims.origin };
+      const owner = { accountId: signIn.accountId, environmentId: claims.environmentId, origin: claims.origin };
       await sessions.liveSession(owner, claims.sessionId);
       return { owner, sessionId: claims.sessionId, grantId: claims.grantId };
     },

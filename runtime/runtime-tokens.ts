@@ -77,7 +77,12 @@ export class RuntimeTokens {
 
   /** Whether the sign-in behind a runtime token still holds: the grant live and issued under the current epoch. */
   async signInLive(grantId: string): Promise<boolean> {
+    return (await this.liveSignIn(grantId)) !== undefined;
+  }
+
+  /** The account of a sign-in that still holds (see signInLive); undefined when it has ended. */
+  async liveSignIn(grantId: string): Promise<{ readonly accountId: string } | undefined> {
     const grant = await this.#d.grants.live(grantId);
-    return grant !== undefined && (await this.#d.epochOf(grant.accountId)) === grant.accountEpoch;
+    return grant !== undefined && (await this.#d.epochOf(grant.accountId)) === grant.accountEpoch ? { accountId: grant.accountId } : undefined;
   }
 }
