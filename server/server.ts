@@ -202,9 +202,10 @@ export async function startServer(
       }),
       ...(built.routes ?? []),
     ];
-    openApi = Object.freeze(
-      buildOpenApiDocument(routes, { serverUrl: config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`, tags: API_TAGS }),
-    );
+    // Built now so a bad route schema stops the start; rebuilt once listening when its server URL is the listening one
+    // (PORT=0, a specific HOST), so it names the same URL as the tokens' issuer.
+    const documentFor = (serverUrl: string) => Object.freeze(buildOpenApiDocument(routes, { serverUrl, tags: API_TAGS }));
+    openApi = documentFor(config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`);
 
     const gateway = new HttpGateway({
       routes,
@@ -241,6 +242,7 @@ export async function startServer(
     const port = uws.us_socket_local_port(listen);
     const opsPort = uws.us_socket_local_port(opsListen);
     listeningUrl = `http://${/^(0\.0\.0\.0|::)$/.test(config.host) ? '127.0.0.1' : config.host}:${port}`;
+    if (config.publicBaseUrl === undefined) openApi = documentFor(listeningUrl);
     logger.info({ port, opsPort, opsHost: config.opsHost, database: embedded ? 'embedded' : 'external' }, 'server listening');
 
     let stopping: Promise<void> | undefined;

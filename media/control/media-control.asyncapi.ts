@@ -8,13 +8,27 @@ const RESULTS =
   'Results (`response.result`) by request: `room.join` → `{ routerRtpCapabilities, self, room, producers, resumed, encryption, e2ee }` ' +
   '(`producers`: what is already published, to `consume`); `transport.create` → `{ transportId, iceParameters, ' +
   'iceCandidates, dtlsParameters }`; `produce` → `{ producerId }`; `consume` → `{ consumerId, producerId, kind, ' +
-  'rtpParameters }` (paused until `consumer.resume`); `screen.start` → `{ screenProfile, encodings, contentHint }` ' +
-  '(the encoding hint of the space\'s `screenProfile`); `grant.refresh` → `{ grantExpiresAt }`; every other request → `{}` ' +
-  'or `{ room }`. Refusal codes (`response.error.code`) are listed with the room rules below.';
+  'rtpParameters }` (paused until `consumer.resume`); `screen.start` → `{ screenProfile, encodings, codecOptions, ' +
+  'contentHint, degradationPreference }` (the encoding hint of the space\'s `screenProfile`); `grant.refresh` → ' +
+  '`{ grantExpiresAt }`; `ping` and every other request → `{}`.';
+
+const REFUSALS =
+  'Refusal codes (`response.error.code`): the room\'s own are listed with the room rules below. The control plane adds: ' +
+  '`not_joined` (send `room.join` first, or the connection closed while the request ran); `scope_missing` (the grant ' +
+  'lacks the scope the request needs: `media:join-space` or `media:direct-call` to join, `media:request-speak`, ' +
+  '`media:publish`); `media_scope_unknown` (the space is no longer configured); `policy_invalid` (the configuration ' +
+  'fails the Media policy check); `publisher_denied` (the Environment backend did not allow publishing); ' +
+  '`e2ee_not_used` (key envelopes only in `sfu_blind` rooms); `target_not_connected`; `media_grant_invalid` ' +
+  '(`grant.refresh` with a grant that is not live, lacks `media:connect`, or is for someone or somewhere else); ' +
+  '`media_unavailable` (this node cannot host the room\'s media right now); `transport_not_found`, ' +
+  '`transport_wrong_direction`, `transport_already_connected`, `producer_not_found`, `consumer_not_found`, ' +
+  '`cannot_consume` (the receiver\'s capabilities cannot take that producer), `invalid_media_parameters` (malformed ' +
+  'or unsupported RTP/DTLS parameters or capabilities); `runtime_coordination_unavailable` (the stores did not answer: ' +
+  'retry); `internal_error` (a failure of ours, logged under the error\'s `requestId`).';
 
 const CLOSE_CODES =
   'Close codes: 1000 normal; 1001 server shutting down (reconnect: a member keeps its place for the reconnect grace); ' +
-  '1007 undecodable message; 1009 message over maxMessageBytes; 1011 internal error; 4008 slow consumer; 4029 over ' +
+  '1003 a frame of the other type than the negotiated codec\'s (binary on JSON, text on msgpack); 1007 undecodable message; 1009 message over maxMessageBytes; 1011 internal error; 4008 slow consumer; 4029 over ' +
   `requestsPerMinute; ${MediaCloseCode.grantEnded} the grant ended (its Runtime was superseded, released, lapsed or ` +
   `signed out); ${MediaCloseCode.replaced} replaced by a newer connection of the same person (maxConcurrentSessions ` +
   `${MEDIA_LIMITS.maxConcurrentSessions}); ${MediaCloseCode.grantExpired} the grant expired without \`grant.refresh\`; ` +
@@ -56,9 +70,11 @@ export function buildMediaControlAsyncApi(options: { serverHost: string; version
         `Limits: maxMessageBytes ${MEDIA_LIMITS.maxMessageBytes}, requestsPerMinute ${MEDIA_LIMITS.requestsPerMinute} ` +
           `(a token bucket per connection), maxParticipantsPerContext ${MEDIA_LIMITS.maxParticipantsPerContext}, ` +
           `maxConcurrentSessions ${MEDIA_LIMITS.maxConcurrentSessions} (a newer connection of the same person replaces the older).`,
-        'Frames are JSON text (subprotocol `registry.v1.json`; browsers offer the grant as one more subprotocol, ' +
-          '`registry.bearer.<grant>`, never echoed). Every request carries an `id` answered by exactly one `response`.',
+        'Frames are JSON text (subprotocol `registry.v1.json`, the default) or msgpack binary (`registry.v1.msgpack`); ' +
+          'browsers offer the grant as one more subprotocol, `registry.bearer.<grant>`, never echoed. Every request ' +
+          'carries an `id` answered by exactly one `response`.',
         RESULTS,
+        REFUSALS,
         UPGRADE_REFUSALS,
         CLOSE_CODES,
         options.roomRules,
@@ -79,7 +95,8 @@ export function buildMediaControlAsyncApi(options: { serverHost: string; version
         address: MEDIA_CONTROL_PATH,
         title: 'Media control',
         description:
-          'One connection per person and context scope. Admitted with a live Plugin Grant for `plg_media` component ' +
+          'One connection per person in an Environment: a newer one replaces the older (4409), whatever its context ' +
+          'scope. Admitted with a live Plugin Grant for `plg_media` component ' +
           '`control` holding `media:connect`, from the grant\'s origin. The context scope names the room: a configured ' +
           'space id, or `call:<anything>` for a direct call when `directCalls.enabled`.',
         servers: [{ $ref: '#/servers/rtc' }],

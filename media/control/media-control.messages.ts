@@ -104,12 +104,11 @@ export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe('The whole room view after every change (keep the highest `revision`).'),
   z.strictObject({ type: z.literal('producer.added'), producer: ProducerViewSchema }).describe('Someone started publishing: `consume` it to hear or see it.'),
   z.strictObject({ type: z.literal('producer.removed'), producerId: MediaId }).describe('A producer ended; its consumers are closed.'),
-  z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost', 'seat_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept)."),
+  z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept). A lost seat or share is not a reset: its producer is closed (`producer.removed`) and `room.state` shows why."),
   z.strictObject({ type: z.literal('e2ee.key'), from: MemberId, envelope: z.string() }).describe('An end-to-end key envelope relayed from another member (`sfu_blind` rooms).'),
   z
-    .strictObject({ type: z.literal('session.ended'), reason: z.enum(['replaced', 'grant_expired', 'grant_ended', 'removed', 'room_closed']) })
+    .strictObject({ type: z.literal('session.ended'), reason: z.enum(['replaced', 'grant_expired', 'grant_ended', 'removed']) })
     .describe('The connection closes right after: `replaced` by a newer connection of the same person (maxConcurrentSessions 1), the grant expired or ended (supersession, logout, revocation), or the member was removed.'),
-  z.strictObject({ type: z.literal('pong') }),
   z
     .strictObject({ type: z.literal('error'), code: z.string(), message: z.string(), requestId: z.string(), details: z.array(z.unknown()).optional() })
     .describe("A message that could not be read (e.g. `validation_failed`, `rate_limited`); it has no `id` to answer. `requestId` is this error's, also in the server's log."),

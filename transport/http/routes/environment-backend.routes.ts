@@ -132,7 +132,7 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
         'unknown, expired or revoked grant (a grant also ends when its Environment declares another endpoint or ' +
         'withdraws one of its scopes), one for another endpoint, one whose sign-in ended (browser logout, ' +
         'revocation, account epoch), and one whose Runtime no longer holds the lease it was issued under ' +
-        '(superseded, released, lapsed). Grants are 130-bit random, so guessing is hopeless; the call is still rate ' +
+        '(superseded, released, lapsed). Grants are 256-bit random, so guessing is hopeless; the call is still rate ' +
         'limited per client address.',
       credential: 'none',
       rateLimit: { perMinute: 6_000, burst: 600, by: 'address' },

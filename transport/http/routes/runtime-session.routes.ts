@@ -138,7 +138,8 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'the pairwise id, so more Environments buy no more evictions): a bucket of `RUNTIME_EVICTIONS_PER_MINUTE` ' +
         '(default 10) refilled at that rate per minute. Over it, an activation that would evict answers 429 ' +
         '`runtime_eviction_quota_exceeded` with `Retry-After`, decided before the coordination store is touched. ' +
-        'Activations that evict nobody are never limited.\n\n' +
+        'Activations that certainly evict nobody (the lease free or held by that session, and no other activation of ' +
+        'the person under way) are never limited.\n\n' +
         '**Lease lifetime.** A lease lapses `RUNTIME_LEASE_TTL_SECONDS` (default 90) after it was last renewed. An open ' +
         'runtime WebSocket renews it, and so does any fenced call once a third of that time has passed. A lapsed lease ' +
         'frees the person\'s slot without anyone being evicted: the session returns to standby and its old fence ' +
