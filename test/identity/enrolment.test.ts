@@ -80,6 +80,9 @@ test('device assertions: missing, bearer instead, unknown device, forged, replay
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() + 120 })), 401, 'device_assertion_expired');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body, bindBody: true, issuedAt: now() + 0.5 })), 401, 'device_assertion_invalid');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/pending', body, bindBody: true })), 401, 'device_assertion_mismatch');
+  // The method and the query are bound as well as the path.
+  await assertProblem(await send(await device.assertion({ method: 'PUT', target: '/v1/enrol/complete', body, bindBody: true })), 401, 'device_assertion_mismatch');
+  await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete?x=1', body, bindBody: true })), 401, 'device_assertion_mismatch');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete', body: '{"other":1}', bindBody: true })), 401, 'device_assertion_body_mismatch');
   await assertProblem(await send(await device.assertion({ method: 'POST', target: '/v1/enrol/complete' })), 401, 'device_assertion_body_mismatch');
   // Made 59 s ago, so the end of its window is at most a second away.

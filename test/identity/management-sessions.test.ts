@@ -40,6 +40,8 @@ async function desktopSession(device: DeviceClient): Promise<{ sessionId: string
 async function consoleBrowser(accessToken: string, jar = new CookieJar()): Promise<{ jar: CookieJar; csrf: string; body: Record<string, unknown> }> {
   const res = await fetch(`${server.url}/v1/auth/console-session`, { method: 'POST', headers: { ...bearer(accessToken), ...(jar.header() ? { cookie: jar.header() } : {}) } });
   assert.is(res.status, 200, await res.clone().text());
+  // The console cookie: HttpOnly (no script reads it), Secure, SameSite=Strict, host-only (__Host-).
+  assert.ok(res.headers.getSetCookie().some((c) => /^__Host-registry_console=[^;]+;.*HttpOnly; Secure; SameSite=Strict/.test(c)), res.headers.getSetCookie().join(' | '));
   jar.store(res);
   const body = await jsonOf(res);
   return { jar, csrf: String(body.csrfToken), body };
@@ -47,7 +49,9 @@ async function consoleBrowser(accessToken: string, jar = new CookieJar()): Promi
 
 async function cliTokens(device: DeviceClient): Promise<TokenSet> {
   const browser = new RegistryBrowser(server.url, device);
-  await browser.openPageSession();
+  const page = await browser.openPageSession();
+  // The page session is an HttpOnly cookie (issue 3): Secure, SameSite=Lax so the OIDC redirect back carries it.
+  assert.ok(page.headers.getSetCookie().some((c) => /^__Host-registry_page=[^;]+;.*HttpOnly; Secure; SameSite=Lax/.test(c)), page.headers.getSetCookie().join(' | '));
   return cliSignIn(server.url, CLI_CLIENT_ID, async (url) => {
     const { location } = await browser.authorize(url);
     await fetch(location!);

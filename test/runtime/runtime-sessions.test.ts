@@ -121,9 +121,11 @@ test('lease versions only grow; a superseded session may activate again; the hol
   clock.advance(60_000);
 });
 
-test('eviction quota: over it, 429 before the lease actor is touched; activations that evict nobody pass', async () => {
+test('eviction quota: per person across Environments; over it, 429 before the lease actor is touched; activations that evict nobody pass', async () => {
   const a = await (await erin.runtime(env)).open();
-  const b = await erin.runtime(env);
+  // b is in another Environment, where Erin has another pairwise id: the quota is the person's (the private
+  // principal's), so evictions across Environments count together.
+  const b = await erin.runtime(other);
   await b.createSession();
   // Opening a evicted the session left holding the lease by the test before; from here a ⇄ b evict each other.
   let evictions = 1;

@@ -191,10 +191,25 @@ test('GET /ready answers 503 (and /v1/status says why) when Postgres stops answe
     );
     assert.is(write.status, 503);
     assert.is(write.headers.get('content-type'), 'application/problem+json');
+    // The JSON log line of that failure carries the request id the client got (header and body), so a report leads
+    // an operator to it.
+    const requestId = write.headers.get('x-request-id')!;
+    assert.is(((await write.json()) as { requestId: string }).requestId, requestId);
+    const logged = await waitForLine(server, (l) => l.includes(`"requestId":"${requestId}"`) && l.includes('"path":"/v1/test-counters/c-99/add"'));
+    assert.ok(logged, `no log line carries ${requestId}`);
   } finally {
     server.child.kill('SIGTERM');
     await server.exited;
   }
 });
+
+async function waitForLine(server: { lines: string[] }, match: (line: string) => boolean): Promise<string | undefined> {
+  for (let i = 0; i < 20; i++) {
+    const line = server.lines.find(match);
+    if (line) return line;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return undefined;
+}
 
 test.run();

@@ -374,11 +374,16 @@ test('a lost fence is a retryable 503 Problem, whatever the route format', async
   assertProblem(await jsonOf(res), 503, 'actor_fenced', res.headers.get('x-request-id'));
 });
 
-test('Idempotency-Key: malformed keys are refused', async () => {
-  for (const key of ['short', 'has spaces in it!!', 'x'.repeat(129), 'ünïcödé-key-1234567']) {
+test('Idempotency-Key: malformed keys are refused; 16 to 128 of A-Z a-z 0-9 . _ ~ - are taken', async () => {
+  for (const key of ['short', 'x'.repeat(15), 'has spaces in it!!', 'x'.repeat(129), 'ünïcödé-key-1234567', 'slash/in/the/key/1']) {
     const res = await post('/v1/test-counters/idem-bad/add', JSON.stringify({ amount: 1 }), { 'content-type': 'application/json', 'idempotency-key': key });
     assert.is(res.status, 400, key);
     assertApiError(await jsonOf(res), 400, 'idempotency_key_invalid', res.headers.get('x-request-id'));
+  }
+  for (const key of ['A.b_c~d-e0123456', `${'Zz9._~-'.repeat(18)}xy`]) {
+    assert.is(key.length === 16 || key.length === 128, true, key);
+    const res = await post('/v1/test-counters/idem-edge/add', JSON.stringify({ amount: 1 }), { 'content-type': 'application/json', 'idempotency-key': key });
+    assert.is(res.status, 200, `${key.length}-character key`);
   }
 });
 
