@@ -41,6 +41,8 @@ export type AuthorizationCheck =
 
 const CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 const MAX_AGE = /^\d{1,9}$/;
+/** The shortest `max_age` a person can meet: sign in on the desktop app, come back, reload. */
+export const MIN_MAX_AGE_S = 60;
 const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]']);
 
 /**
@@ -84,6 +86,11 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
     return fail('invalid_request', 'prompt_unsupported', 'prompt may be none or consent');
   }
   if (p.max_age !== undefined && !MAX_AGE.test(p.max_age)) return fail('invalid_request', 'max_age_invalid', 'max_age must be a whole number of seconds');
+  // A sign-in happens in the desktop app, then the page is loaded again: a shorter bound could never be met (and 0,
+  // OIDC's prompt=login, asks for a sign-in on this very page, which the registry does not offer).
+  if (p.max_age !== undefined && Number(p.max_age) < MIN_MAX_AGE_S) {
+    return fail('invalid_request', 'max_age_unsupported', `max_age must be at least ${MIN_MAX_AGE_S} seconds`);
+  }
   const maxAgeSeconds = p.max_age === undefined ? null : Number(p.max_age);
   return {
     kind: 'valid',

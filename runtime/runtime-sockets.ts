@@ -211,6 +211,12 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     },
     onOpen(conn) {
       const { caller, sessionId, leaseVersion } = conn.user;
+      // The fence was checked at the upgrade. A supersession committed since then is told by no event this socket
+      // could still hear, so the holding is checked again now, before it replaces anything: at once when the lease
+      // actor is in memory (as it is right after the upgrade read it), else as soon as it answers (below). Nothing
+      // runs between this check and the subscription.
+      const known = sessions.committedLeaseHolder(caller.accountId);
+      if (known && !holdsLease(conn, known.holder)) return;
       const previous = bySession.get(sessionId);
       bySession.set(sessionId, conn);
       previous?.close(RuntimeCloseCode.replaced, 'replaced by a newer socket of this session');
@@ -226,11 +232,6 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         fromSession();
         fromAccount();
       };
-      // The fence was checked at the upgrade. A supersession committed since then, before this socket subscribed, is
-      // told by no event, so the holding is checked again now: at once when the lease actor is in memory (as it is
-      // right after the upgrade read it), else as soon as it answers.
-      const known = sessions.committedLeaseHolder(caller.accountId);
-      if (known && !holdsLease(conn, known.holder)) return;
       presence.join(caller.environmentId, sessionId, { actorId: caller.actorId, state: 'available', since: clock.now(), conn });
       conn.send({ type: 'ready', sessionId, leaseVersion, actorId: caller.actorId });
       if (!known) {

@@ -157,8 +157,9 @@ export class MediaRooms implements MediaRoomsPort {
           const params = await live.media.createTransport(memberId, message.direction);
           if (live.members.get(memberId) !== conn) {
             // The connection closed (or was replaced) while the transport was made: its media went with it, and so
-            // must this transport, which nobody will ever connect.
-            live.media.closeTransport(memberId, params.id);
+            // must this transport, which nobody will ever connect (with the peer it re-created, if nobody serves it).
+            if (live.members.has(memberId)) live.media.closeTransport(memberId, params.id);
+            else live.media.removePeer(memberId);
             throw new MediaRequestError('not_joined', 'the connection closed while its transport was created');
           }
           return { transportId: params.id, iceParameters: params.iceParameters, iceCandidates: params.iceCandidates, dtlsParameters: params.dtlsParameters };
@@ -240,9 +241,12 @@ export class MediaRooms implements MediaRoomsPort {
     const live = await this.#liveRoom(conn.user.roomKey, target.policy);
     const { answer: reply, context } = await this.#send(live, this.#joinRequest(conn));
     if (conn.closed) {
-      // The socket closed while the room admitted it, so `disconnected` found nothing to drop: drop it now, or the
-      // member would stay connected (holding its place and seat) with no connection and no grace ever running.
-      await this.#send(live, { type: 'member.drop', memberId, connectionId: conn.id });
+      // The socket closed while the room admitted it, so `disconnected` found nothing to drop. If a newer connection
+      // of the person joined meanwhile, this late join took the member from it: it joins again. Otherwise the member
+      // is dropped now, or it would stay connected (holding its place and seat) with no connection and no grace.
+      const newer = live.members.get(memberId);
+      if (newer && newer !== conn && !newer.closed) await this.#send(live, this.#joinRequest(newer));
+      else await this.#send(live, { type: 'member.drop', memberId, connectionId: conn.id });
       throw new MediaRequestError('not_joined', 'the connection closed while joining');
     }
     const previous = live.members.get(memberId);

@@ -72,13 +72,16 @@ test('prompt=none with a max_age the sign-in is older than answers login_require
   assert.is(back.searchParams.get('error'), 'login_required');
 });
 
-test('a max_age that is not a whole number of seconds is invalid_request, sent back to the client', async () => {
+test('a max_age that is not a whole number of seconds, or one no sign-in could meet (under 60 s; 0 is prompt=login), is invalid_request, sent back to the client', async () => {
   const { browser, clientId } = people.get('maxima')!;
-  const u = new URL(authorizationUrl(server.url, { clientId, redirectUri: 'https://maxima.example/cb', challenge: pkcePair().challenge, state: 's' }));
-  u.searchParams.set('max_age', '-5');
-  const res = await browser.fetch(u.href);
-  assert.is(res.status, 303);
-  assert.is(new URL(res.headers.get('location')!).searchParams.get('error'), 'invalid_request');
+  for (const [maxAge, code] of [['-5', 'max_age_invalid'], ['1.5', 'max_age_invalid'], ['0', 'max_age_unsupported'], ['59', 'max_age_unsupported']] as const) {
+    const u = new URL(authorizationUrl(server.url, { clientId, redirectUri: 'https://maxima.example/cb', challenge: pkcePair().challenge, state: 's' }));
+    u.searchParams.set('max_age', maxAge);
+    const res = await browser.fetch(u.href);
+    assert.is(res.status, 303, maxAge);
+    const back = new URL(res.headers.get('location')!).searchParams;
+    assert.equal([back.get('error'), back.get('error_description')?.includes(maxAge === '0' || maxAge === '59' ? '60 seconds' : 'whole number')], ['invalid_request', true], `${maxAge}: ${code}`);
+  }
 });
 
 test.run();

@@ -32,8 +32,9 @@ const AuthorizationQuery = z.object({
   code_challenge: optional.describe('base64url SHA-256 of the code verifier (43 characters).'),
   code_challenge_method: optional.describe('Must be `S256`; `plain` is refused.'),
   max_age: optional.describe(
-    'Seconds: the oldest sign-in on this browser (its page session) the client accepts. An older one is treated as none ' +
-    '(`prompt=none`: `login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
+    'Seconds (at least 60: a sign-in happens in the desktop app; 0, OIDC\'s `prompt=login`, is not offered): the oldest ' +
+    'sign-in on this browser (its page session) the client accepts. An older one is treated as none (`prompt=none`: ' +
+    '`login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
   ),
   prompt: optional.describe(
     '`none`: answer at once: `login_required` without a page session, `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
