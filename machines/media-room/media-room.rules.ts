@@ -168,16 +168,12 @@ function drop(draft: RoomDraft, request: Of<'member.drop'>): Decision {
 }
 
 function hosting(draft: RoomDraft, request: Of<'room.hosting'>): Decision {
-  const connected = draft.connected;
-  if (request.fresh) for (const m of connected) draft.drop(m.memberId, request.at);
-  else draft.hostUntil(request.at + request.ttlMs);
+  const served = request.fresh ? new Set<string>() : request.connectionIds ? new Set(request.connectionIds) : undefined;
+  const lost = served ? draft.connected.filter((m) => !served.has(m.connectionId)) : [];
+  for (const m of lost) draft.drop(m.memberId, request.at);
+  if (!request.fresh) draft.hostUntil(request.at + request.ttlMs);
   const context = draft.result();
-  return {
-    ok: true,
-    context,
-    reply: { request: request.type, hostedUntil: context.hostedUntil ?? null, dropped: request.fresh ? connected.length : 0 },
-    changes: draft.changes,
-  };
+  return { ok: true, context, reply: { request: request.type, hostedUntil: context.hostedUntil ?? null, dropped: lost.length }, changes: draft.changes };
 }
 
 function takeFloor(draft: RoomDraft, self: RoomMember): Decision {

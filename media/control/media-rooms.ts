@@ -63,6 +63,8 @@ interface LiveRoom {
   readonly media: RoomMedia;
   /** The joined connection of each member on this node. */
   readonly members: Map<string, MediaConnection>;
+  /** Connections whose `member.join` is on its way: the room may already hold them connected, so they are vouched for. */
+  readonly joining: Set<string>;
   readonly producers: Map<string, { readonly memberId: string; readonly kind: types.MediaKind; readonly source: MediaSource }>;
   readonly rtpCapabilities: Map<string, types.RtpCapabilities>;
   /**
@@ -117,8 +119,9 @@ export class MediaRooms implements MediaRoomsPort {
   #scheduleRenewal(): void {
     this.#renewal = this.#deps.clock.setTimeout(() => {
       for (const live of this.#live.values()) {
-        if (live.members.size === 0) continue;
-        this.#send(live, { type: 'room.hosting', fresh: false, ttlMs: this.#hostingTtlMs }).catch((err: unknown) =>
+        if (live.members.size === 0 && live.joining.size === 0) continue;
+        const connectionIds = [...[...live.members.values()].map((c) => c.id), ...live.joining];
+        this.#send(live, { type: 'room.hosting', fresh: false, ttlMs: this.#hostingTtlMs, connectionIds }).catch((err: unknown) =>
           this.#deps.logger.warn({ err, roomId: live.key }, 'media room hosting renewal failed; retrying next round'),
         );
       }
@@ -232,13 +235,24 @@ export class MediaRooms implements MediaRoomsPort {
   }
 
   async #join(conn: MediaConnection, rtpCapabilities: types.RtpCapabilities): Promise<Record<string, unknown>> {
-    const { grant, memberId, scope } = conn.user;
+    const { grant, scope } = conn.user;
     const target = await this.#deps.target(grant.environmentId, scope);
     if (!target) throw new MediaRequestError('media_scope_unknown', 'the space is no longer configured');
     const scopeNeeded = target.kind === 'space' ? 'media:join-space' : 'media:direct-call';
     if (!grant.scopes.includes(scopeNeeded)) throw new MediaRequestError('scope_missing', `joining needs grant scope ${scopeNeeded}`);
     if (target.violations.length > 0) throw new MediaRequestError('policy_invalid', `the space policy fails the Media policy check: ${target.violations.join('; ')}`);
     const live = await this.#liveRoom(conn.user.roomKey, target.policy);
+    live.joining.add(conn.id);
+    try {
+      return await this.#admit(live, conn, rtpCapabilities);
+    } finally {
+      live.joining.delete(conn.id);
+    }
+  }
+
+  /** The join itself, once the room is live here; the connection is vouched for while it runs (see `joining`). */
+  async #admit(live: LiveRoom, conn: MediaConnection, rtpCapabilities: types.RtpCapabilities): Promise<Record<string, unknown>> {
+    const { memberId } = conn.user;
     const { answer: reply, context } = await this.#send(live, this.#joinRequest(conn));
     if (conn.closed) {
       // The socket closed while the room admitted it, so `disconnected` found nothing to drop. If a newer connection
@@ -378,7 +392,7 @@ export class MediaRooms implements MediaRoomsPort {
       this.#deps.logger.error({ err, roomId: key }, 'media room could not be placed on a worker');
       throw new MediaRequestError('media_unavailable', 'this node cannot host media right now');
     }
-    const live: LiveRoom = { key, media, policy, members: new Map(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
+    const live: LiveRoom = { key, media, policy, members: new Map(), joining: new Set(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
     media.on('producerclosed', (closed) => {
       live.producers.delete(closed.producerId);
       this.#broadcast(live, { type: 'producer.removed', producerId: closed.producerId });

@@ -71,6 +71,18 @@ test('a fresh hosting (the room opened again by a new process) drops at once the
   assert.equal([back.resumed, back.seat, room.context.hostedUntil], [true, 0, room.now + HOSTING_TTL_MS]);
 });
 
+test('a renewal naming the connections its node serves drops connected members on any other (a drop that was never recorded)', () => {
+  const room = new PureRoom(meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 10 }));
+  room.join('a');
+  room.join('b');
+  const renewed = room.advance(20_000).ok({ type: 'room.hosting', fresh: false, ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-a', 'conn-elsewhere'] });
+  assert.equal([renewed.reply.dropped, renewed.reply.hostedUntil], [1, room.now + HOSTING_TTL_MS]);
+  assert.equal(renewed.changed?.changes, [{ kind: 'member.dropped', memberId: 'b', connectionId: 'conn-b', graceUntil: room.now + 10_000 }]);
+  assert.equal(room.context.members.map((m) => [m.memberId, m.presence]), [['a', 'connected'], ['b', 'dropped']]);
+  const again = room.advance(1_000).ok({ type: 'room.hosting', fresh: false, ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-a'] });
+  assert.equal([again.reply.dropped, again.changed], [0, undefined], 'a dropped member keeps its grace');
+});
+
 test('a room stored before the hosting deadline existed (no hostedUntil) reads as not hosted and takes one on the next join', () => {
   const room = new PureRoom(meetingPolicy());
   room.join('a');
