@@ -24,19 +24,11 @@ export type MediaRoomRequest =
       readonly at: number;
     }
   /**
-   * From the node serving the room's connections. `fresh`: it has just opened the room and serves none yet, so every
-   * member the room holds as connected lost its connection with an earlier process (a crash): each is dropped and
-   * gets its grace. Otherwise a renewal: the connected members stay vouched for another `ttlMs`, except those whose
-   * connection is not among `connectionIds` (the ones the node serves or is admitting), which are dropped (a drop the
-   * node could not record when their socket closed).
+   * From the node serving the room's connections, naming those it serves or is admitting: the connected members on
+   * them stay vouched for another `ttlMs`; those on any other lost their connection without the node recording it (a
+   * drop that failed, or a crash: a node that has just opened the room names none) and are dropped, with their grace.
    */
-  | {
-      readonly type: 'room.hosting';
-      readonly fresh: boolean;
-      readonly ttlMs: number;
-      readonly connectionIds?: readonly string[];
-      readonly at: number;
-    }
+  | { readonly type: 'room.hosting'; readonly ttlMs: number; readonly connectionIds: readonly string[]; readonly at: number }
   | { readonly type: 'member.leave'; readonly memberId: string; readonly at: number }
   /** The member's connection `connectionId` was lost (not a request of the member: the socket closed). */
   | { readonly type: 'member.drop'; readonly memberId: string; readonly connectionId: string; readonly at: number }
@@ -95,7 +87,7 @@ export type PublishDenial = 'not_speaker' | 'not_sharing';
 /** What each accepted request answers, besides `type`, `request` and `revision`. */
 export interface ReplyFields {
   'room.open': Record<never, never>;
-  /** `dropped`: members taken as disconnected (all on a fresh hosting; on a renewal, those not served). */
+  /** `dropped`: connected members on connections the node does not serve, taken as disconnected. */
   'room.hosting': { hostedUntil: number | null; dropped: number };
   /**
    * `resumed`: the member was already here (connected or inside its grace) and keeps seat, role and hand.

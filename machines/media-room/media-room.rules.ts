@@ -168,10 +168,10 @@ function drop(draft: RoomDraft, request: Of<'member.drop'>): Decision {
 }
 
 function hosting(draft: RoomDraft, request: Of<'room.hosting'>): Decision {
-  const served = request.fresh ? new Set<string>() : request.connectionIds ? new Set(request.connectionIds) : undefined;
-  const lost = served ? draft.connected.filter((m) => !served.has(m.connectionId)) : [];
+  const served = new Set(request.connectionIds);
+  const lost = draft.connected.filter((m) => !served.has(m.connectionId));
   for (const m of lost) draft.drop(m.memberId, request.at);
-  if (!request.fresh) draft.hostUntil(request.at + request.ttlMs);
+  draft.hostUntil(request.at + request.ttlMs);
   const context = draft.result();
   return { ok: true, context, reply: { request: request.type, hostedUntil: context.hostedUntil ?? null, dropped: lost.length }, changes: draft.changes };
 }

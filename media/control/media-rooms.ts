@@ -121,7 +121,7 @@ export class MediaRooms implements MediaRoomsPort {
       for (const live of this.#live.values()) {
         if (live.members.size === 0 && live.joining.size === 0) continue;
         const connectionIds = [...[...live.members.values()].map((c) => c.id), ...live.joining];
-        this.#send(live, { type: 'room.hosting', fresh: false, ttlMs: this.#hostingTtlMs, connectionIds }).catch((err: unknown) =>
+        this.#send(live, { type: 'room.hosting', ttlMs: this.#hostingTtlMs, connectionIds }).catch((err: unknown) =>
           this.#deps.logger.warn({ err, roomId: live.key }, 'media room hosting renewal failed; retrying next round'),
         );
       }
@@ -363,7 +363,7 @@ export class MediaRooms implements MediaRoomsPort {
     const policy = opened.context.policy ?? configured;
     // This node serves none of the room's connections yet: members it holds as connected lost theirs with an earlier
     // process (a crash gave no chance to say so), and their grace starts now. Joins wait for this opening.
-    const hosted = await this.#ask(key, { type: 'room.hosting', fresh: true, ttlMs: this.#hostingTtlMs });
+    const hosted = await this.#ask(key, { type: 'room.hosting', ttlMs: this.#hostingTtlMs, connectionIds: [] });
     const dropped = hosted.emitted.find((e) => e.type === 'room.reply' && e.request === 'room.hosting');
     if (dropped?.type === 'room.reply' && dropped.request === 'room.hosting' && dropped.dropped > 0) {
       this.#deps.logger.info({ roomId: key, dropped: dropped.dropped }, 'media room members of an earlier process dropped');

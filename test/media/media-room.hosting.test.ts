@@ -15,7 +15,7 @@ test('a join vouches for the connections until at + hostingTtlMs (default HOSTIN
   assert.is(room.context.hostedUntil, T0 + HOSTING_TTL_MS);
   assert.equal(mediaRoomTimers(room.context), { [HOSTING_TIMER]: T0 + HOSTING_TTL_MS });
   const revision = room.context.revision;
-  const renewed = room.advance(20_000).ok({ type: 'room.hosting', fresh: false, ttlMs: 30_000 });
+  const renewed = room.advance(20_000).ok({ type: 'room.hosting', ttlMs: 30_000, connectionIds: ['conn-a'] });
   assert.equal([renewed.reply.hostedUntil, renewed.reply.dropped, renewed.changed], [room.now + 30_000, 0, undefined]);
   assert.is(room.context.revision, revision, 'no view change, no broadcast');
   room.ok({ type: 'member.join', memberId: 'b', displayName: 'B', guest: false, moderator: false, connectionId: 'conn-b', hostingTtlMs: 5_000 });
@@ -28,7 +28,7 @@ test('the last connection gone takes the deadline with it; nobody connected, a r
   room.ok({ type: 'member.drop', memberId: 'a', connectionId: 'conn-a' });
   assert.is(room.context.hostedUntil, null);
   assert.equal(Object.keys(mediaRoomTimers(room.context)), ['grace:a']);
-  assert.equal(room.ok({ type: 'room.hosting', fresh: false, ttlMs: 60_000 }).reply.hostedUntil, null);
+  assert.equal(room.ok({ type: 'room.hosting', ttlMs: 60_000, connectionIds: [] }).reply.hostedUntil, null);
 });
 
 test('a lapsed hosting drops every connected member (grace, screen share stopped) and tells the control plane; an early or stale one changes nothing', () => {
@@ -53,19 +53,19 @@ test('a lapsed hosting drops every connected member (grace, screen share stopped
   const renewedRoom = new PureRoom(meetingPolicy());
   renewedRoom.join('c');
   const first = renewedRoom.context.hostedUntil!;
-  renewedRoom.advance(20_000).ok({ type: 'room.hosting', fresh: false, ttlMs: HOSTING_TTL_MS });
+  renewedRoom.advance(20_000).ok({ type: 'room.hosting', ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-c'] });
   assert.is(renewedRoom.advance(HOSTING_TTL_MS - 20_000).send({ type: 'timer.due', name: HOSTING_TIMER, dueAt: first }).changedSnapshot, false, 'a renewed deadline does not lapse at the old time');
 });
 
-test('a fresh hosting (the room opened again by a new process) drops at once the members an earlier process held; dropped ones keep their grace', () => {
+test('a hosting naming no connection (the room opened again by a new process) drops at once the members an earlier process held; dropped ones keep their grace', () => {
   const room = new PureRoom(meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 30 }));
   room.join('a');
   room.join('b');
   room.ok({ type: 'member.drop', memberId: 'b', connectionId: 'conn-b' });
   const bGrace = room.member('b')!.graceUntil;
-  const fresh = room.advance(5_000).ok({ type: 'room.hosting', fresh: true, ttlMs: HOSTING_TTL_MS });
-  assert.equal([fresh.reply.dropped, fresh.reply.hostedUntil], [1, null]);
-  assert.equal(fresh.changed?.changes, [{ kind: 'member.dropped', memberId: 'a', connectionId: 'conn-a', graceUntil: room.now + 30_000 }]);
+  const reopened = room.advance(5_000).ok({ type: 'room.hosting', ttlMs: HOSTING_TTL_MS, connectionIds: [] });
+  assert.equal([reopened.reply.dropped, reopened.reply.hostedUntil], [1, null]);
+  assert.equal(reopened.changed?.changes, [{ kind: 'member.dropped', memberId: 'a', connectionId: 'conn-a', graceUntil: room.now + 30_000 }]);
   assert.is(room.member('b')!.graceUntil, bGrace, 'an already dropped member keeps its own grace');
   const back = room.join('a', { connectionId: 'conn-a2' });
   assert.equal([back.resumed, back.seat, room.context.hostedUntil], [true, 0, room.now + HOSTING_TTL_MS]);
@@ -75,11 +75,11 @@ test('a renewal naming the connections its node serves drops connected members o
   const room = new PureRoom(meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 10 }));
   room.join('a');
   room.join('b');
-  const renewed = room.advance(20_000).ok({ type: 'room.hosting', fresh: false, ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-a', 'conn-elsewhere'] });
+  const renewed = room.advance(20_000).ok({ type: 'room.hosting', ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-a', 'conn-elsewhere'] });
   assert.equal([renewed.reply.dropped, renewed.reply.hostedUntil], [1, room.now + HOSTING_TTL_MS]);
   assert.equal(renewed.changed?.changes, [{ kind: 'member.dropped', memberId: 'b', connectionId: 'conn-b', graceUntil: room.now + 10_000 }]);
   assert.equal(room.context.members.map((m) => [m.memberId, m.presence]), [['a', 'connected'], ['b', 'dropped']]);
-  const again = room.advance(1_000).ok({ type: 'room.hosting', fresh: false, ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-a'] });
+  const again = room.advance(1_000).ok({ type: 'room.hosting', ttlMs: HOSTING_TTL_MS, connectionIds: ['conn-a'] });
   assert.equal([again.reply.dropped, again.changed], [0, undefined], 'a dropped member keeps its grace');
 });
 
@@ -89,7 +89,7 @@ test('a room stored before the hosting deadline existed (no hostedUntil) reads a
   const { hostedUntil: _dropped, ...legacy } = room.context;
   room.snapshot = { ...room.snapshot, context: legacy } as typeof room.snapshot;
   assert.equal(mediaRoomTimers(room.context), {});
-  assert.is(room.ok({ type: 'room.hosting', fresh: false, ttlMs: 1_000 }).reply.hostedUntil, room.now + 1_000);
+  assert.is(room.ok({ type: 'room.hosting', ttlMs: 1_000, connectionIds: ['conn-a'] }).reply.hostedUntil, room.now + 1_000);
 });
 
 test.run();
