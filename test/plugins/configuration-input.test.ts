@@ -32,7 +32,7 @@ const put = (body: string) =>
   fetch(`${server.opsUrl}/registry/environments/${world.environmentId}/plugins/plg_media/configuration`, {
     method: 'PUT',
     body,
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'auditor' },
+    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
   });
 
 test('a top-level "__proto__" member is an unknown member: 400 validation_failed, not 200', async () => {

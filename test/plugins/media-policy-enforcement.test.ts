@@ -9,6 +9,7 @@ import { jsonOf } from '../support/http.js';
 import { mediaGrant, mediaWorld, MediaControlClient } from '../support/media-control.js';
 import type { TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
+import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
 
 /**
  * The Media service applies its cross-field policy check (checkMediaEnvironmentConfig) to the configuration it runs
@@ -21,7 +22,7 @@ let world: TestEnvironment;
 let modPage: RuntimeClient;
 
 // Not https and not loopback: backendEndpoint() refuses it, so the check reports role_authority_url_invalid.
-const BAD_AUTHORITY = 'http://backend.audit-world.example/media/authority';
+const BAD_AUTHORITY = 'http://backend.policy-world.example/media/authority';
 
 const meeting = (overrides: Record<string, unknown> = {}) => ({
   mode: 'meeting',
@@ -45,25 +46,14 @@ const configuration = {
   ],
   directCalls: {
     enabled: true,
-    policy: {
-      mode: 'direct_call',
-      maxParticipants: 2,
-      maxSpeakerSeats: 2,
-      floorControl: 'open',
-      raiseHand: 'disabled',
-      screenShare: 'disabled',
-      guestPolicy: 'account_required',
-      encryption: 'sfu_blind',
-      roleAuthorityUrl: BAD_AUTHORITY,
-      reconnectGraceSeconds: 30,
-    },
+    policy: { ...DEFAULT_DIRECT_CALL_POLICY, roleAuthorityUrl: BAD_AUTHORITY },
   },
 };
 
 test.before(async () => {
   db = await createTestDatabase();
   server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
-  ({ world, modPage } = await mediaWorld(server, 'audit-world', configuration));
+  ({ world, modPage } = await mediaWorld(server, 'policy-world', configuration));
 });
 test.after(async () => {
   await server.stop('test over');
@@ -82,7 +72,7 @@ async function join(scope: string): Promise<{ ok: boolean; code: string | undefi
 }
 
 test('precondition: the stored configuration is what the service check refuses, at these pointers', async () => {
-  const res = await fetch(`${server.opsUrl}/registry/environments/${world.environmentId}/plugins/plg_media/configuration`, { headers: { 'x-operator-name': 'auditor' } });
+  const res = await fetch(`${server.opsUrl}/registry/environments/${world.environmentId}/plugins/plg_media/configuration`, { headers: { 'x-operator-name': 'test-operator' } });
   const stored = MediaEnvironmentConfigV2Schema.parse((await jsonOf(res)).configuration);
   assert.equal(
     checkMediaEnvironmentConfig(stored).map((v) => [v.pointer, v.code]),
@@ -99,7 +89,7 @@ test('control: a space whose own policy fails the check is refused with policy_i
 });
 
 test('a direct call whose policy fails the check (role_authority_url_invalid) is refused like a space', async () => {
-  assert.equal(await join('call:audit-1'), { ok: false, code: 'policy_invalid' }, 'the direct-call policy is never checked');
+  assert.equal(await join('call:policy-1'), { ok: false, code: 'policy_invalid' }, 'the direct-call policy is never checked');
 });
 
 test('a space id defined twice (space_id_duplicate) is refused, not silently resolved to the first definition', async () => {
