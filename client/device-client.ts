@@ -61,8 +61,12 @@ export class DeviceClient {
     options: { bindBody?: boolean; headers?: Record<string, string> } = {},
   ): Promise<Response> {
     const text = body === undefined ? undefined : JSON.stringify(body);
-    const assertion = await this.assertion({ method, target, ...(text !== undefined ? { body: text } : {}), bindBody: options.bindBody ?? text !== undefined });
-    return fetch(baseUrl + target, {
+    // The assertion names the target as it travels: fetch percent-encodes and normalises what it is given, and any
+    // path of `baseUrl` is part of what the server receives.
+    const url = new URL(baseUrl + target);
+    const sent = url.href.slice(url.origin.length, url.hash ? -url.hash.length : undefined);
+    const assertion = await this.assertion({ method, target: sent, ...(text !== undefined ? { body: text } : {}), bindBody: options.bindBody ?? text !== undefined });
+    return fetch(url, {
       method,
       headers: { ...options.headers, 'platform-device-assertion': assertion, ...(text !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(text !== undefined ? { body: text } : {}),

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import type { TokenResponse } from '../identity/oauth-grants.js';
 import type { DeviceClient } from './device-client.js';
 
@@ -123,33 +124,115 @@ export async function tokenRequest(baseUrl: string, form: Record<string, string>
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
+/** What a client needs of the registry's discovery document to check what comes back to it. */
+export interface RegistryDiscovery {
+  readonly issuer: string;
+  readonly jwks_uri: string;
+}
+
+export async function discover(baseUrl: string): Promise<RegistryDiscovery> {
+  const response = await fetch(new URL('/.well-known/openid-configuration', baseUrl));
+  if (response.status !== 200) throw new Error(`discovery failed: ${response.status}`);
+  const body = (await response.json()) as Partial<RegistryDiscovery>;
+  if (typeof body.issuer !== 'string' || typeof body.jwks_uri !== 'string') throw new Error('discovery document without issuer or jwks_uri');
+  return { issuer: body.issuer, jwks_uri: body.jwks_uri };
+}
+
+/** Clocks of a laptop and the registry disagree by this much at most before an ID token counts as expired. */
+const ID_TOKEN_LEEWAY_S = 60;
+
+/**
+ * Checks an ID token as OIDC Core 3.1.3.7 asks of its client: signed by a key the registry publishes, from the
+ * registry, for this client, not expired (by the client's clock, with a minute's leeway), and carrying the nonce of
+ * this sign-in, so that a token minted for another client or another sign-in cannot be passed off as this one's.
+ */
+export async function verifyIdToken(
+  idToken: string,
+  expected: { discovery: RegistryDiscovery; clientId: string; nonce: string; now?: () => number },
+): Promise<JWTPayload> {
+  const { payload } = await jwtVerify(idToken, createRemoteJWKSet(new URL(expected.discovery.jwks_uri)), {
+    issuer: expected.discovery.issuer,
+    audience: expected.clientId,
+    algorithms: ['ES256'],
+    currentDate: new Date((expected.now ?? Date.now)()),
+    clockTolerance: ID_TOKEN_LEEWAY_S,
+  });
+  if (payload.nonce !== expected.nonce) throw new Error('the ID token does not carry the nonce of this sign-in');
+  return payload;
+}
+
+/**
+ * Takes the code out of an authorization response that came back to a client, or says why it cannot: the response
+ * must carry this sign-in's `state` and the registry's `iss` (RFC 9207: the registry always sends it, so a response
+ * without it, or from another issuer, is a mix-up and its code must not be exchanged).
+ */
+export function codeFromRedirect(params: URLSearchParams, expected: { state: string; issuer: string }): string {
+  if (params.get('state') !== expected.state) throw new Error('the redirect does not carry the state of this sign-in');
+  if (params.get('iss') !== expected.issuer) throw new Error(`the redirect comes from issuer ${params.get('iss') ?? '(none)'}, not ${expected.issuer}`);
+  const code = params.get('code');
+  if (!code) throw new Error(`sign-in failed: ${params.get('error') ?? 'no code'}`);
+  return code;
+}
+
+/** Exchanges a code with its PKCE verifier and checks the ID token that comes back (when `openid` was asked for). */
+export async function exchangeCode(
+  baseUrl: string,
+  exchange: { clientId: string; code: string; redirectUri: string; verifier: string; nonce: string; discovery: RegistryDiscovery; now?: () => number },
+): Promise<TokenSet> {
+  const { status, body } = await tokenRequest(baseUrl, {
+    grant_type: 'authorization_code',
+    client_id: exchange.clientId,
+    code: exchange.code,
+    redirect_uri: exchange.redirectUri,
+    code_verifier: exchange.verifier,
+  });
+  if (status !== 200) throw new Error(`token exchange failed: ${String(body.code ?? body.error)}`);
+  const tokens = body as unknown as TokenSet;
+  if (tokens.id_token !== undefined) await verifyIdToken(tokens.id_token, exchange);
+  return tokens;
+}
+
 /**
  * The CLI's sign-in (RFC 8252): listen on a loopback port the OS picks, send the person's browser to the
- * authorization page, take the code from the redirect, exchange it with the PKCE verifier.
+ * authorization page, take the code from the redirect, exchange it with the PKCE verifier. A request to the listener
+ * that does not carry this sign-in's state (another local process, an old tab reloaded) is answered and ignored: only
+ * the registry's redirect for this sign-in ends the wait.
  */
-export async function cliSignIn(baseUrl: string, clientId: string, openBrowser: (url: string) => Promise<void>): Promise<TokenSet> {
+export async function cliSignIn(
+  baseUrl: string,
+  clientId: string,
+  openBrowser: (url: string) => Promise<void>,
+  options: { now?: () => number } = {},
+): Promise<TokenSet> {
+  const discovery = await discover(baseUrl);
   const { verifier, challenge } = pkcePair();
   const state = randomBytes(16).toString('base64url');
+  const nonce = randomBytes(16).toString('base64url');
   let resolveCode!: (code: string) => void;
   let rejectCode!: (error: Error) => void;
   const codeArrived = new Promise<string>((resolve, reject) => ((resolveCode = resolve), (rejectCode = reject)));
+  // The redirect may end the wait while openBrowser is still running: handled now, `await codeArrived` still throws.
+  codeArrived.catch(() => {});
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (url.pathname !== '/callback') return void res.writeHead(404).end();
-    res.writeHead(200, { 'content-type': 'text/plain' }).end('You can close this window and return to the terminal.');
-    if (url.searchParams.get('state') !== state) return rejectCode(new Error('state mismatch on the sign-in redirect'));
-    const code = url.searchParams.get('code');
-    if (!code) return rejectCode(new Error(`sign-in failed: ${url.searchParams.get('error') ?? 'no code'}`));
-    resolveCode(code);
+    if (url.searchParams.get('state') !== state) {
+      return void res.writeHead(400, { 'content-type': 'text/plain' }).end('This is not the sign-in the terminal is waiting for.');
+    }
+    try {
+      resolveCode(codeFromRedirect(url.searchParams, { state, issuer: discovery.issuer }));
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('You can close this window and return to the terminal.');
+    } catch (error) {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('Sign-in failed: see the terminal.');
+      rejectCode(error as Error);
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
     const redirectUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`;
-    await openBrowser(authorizationUrl(baseUrl, { clientId, redirectUri, challenge, state, scope: 'openid management' }));
+    await openBrowser(authorizationUrl(baseUrl, { clientId, redirectUri, challenge, state, nonce, scope: 'openid management' }));
     const code = await codeArrived;
-    const { status, body } = await tokenRequest(baseUrl, { grant_type: 'authorization_code', client_id: clientId, code, redirect_uri: redirectUri, code_verifier: verifier });
-    if (status !== 200) throw new Error(`token exchange failed: ${String(body.code ?? body.error)}`);
-    return body as unknown as TokenSet;
+    return await exchangeCode(baseUrl, { clientId, code, redirectUri, verifier, nonce, discovery, ...options });
   } finally {
     server.close();
   }

@@ -1,17 +1,27 @@
-import { authorizationUrl, pkcePair, tokenRequest, type RegistryBrowser, type TokenSet } from './oidc-client.js';
+import { randomBytes } from 'node:crypto';
+import { authorizationUrl, codeFromRedirect, discover, exchangeCode, pkcePair, type RegistryBrowser, type TokenSet } from './oidc-client.js';
 
 /**
  * An Environment's sign-in through the registry: the person's browser walks the authorization page, the Environment
- * exchanges the code with its PKCE verifier. Returns the token set (its access token is the runtime access token).
+ * checks the redirect (state, issuer), exchanges the code with its PKCE verifier and checks the ID token (nonce).
+ * Returns the token set (its access token is the runtime access token).
  */
-export async function environmentSignIn(baseUrl: string, browser: RegistryBrowser, clientId: string, redirectUri: string): Promise<TokenSet> {
+export async function environmentSignIn(
+  baseUrl: string,
+  browser: RegistryBrowser,
+  clientId: string,
+  redirectUri: string,
+  options: { now?: () => number } = {},
+): Promise<TokenSet> {
+  const discovery = await discover(baseUrl);
   const { verifier, challenge } = pkcePair();
-  const { location, response } = await browser.authorize(authorizationUrl(baseUrl, { clientId, redirectUri, challenge, state: 'runtime' }));
-  const code = location?.searchParams.get('code');
-  if (!code) throw new Error(`authorization did not return a code (${response.status} ${location?.href ?? ''})`);
-  const exchanged = await tokenRequest(baseUrl, { grant_type: 'authorization_code', client_id: clientId, code, redirect_uri: redirectUri, code_verifier: verifier });
-  if (exchanged.status !== 200) throw new Error(`token exchange failed: ${JSON.stringify(exchanged.body)}`);
-  return exchanged.body as unknown as TokenSet;
+  const state = randomBytes(16).toString('base64url');
+  const nonce = randomBytes(16).toString('base64url');
+  const { location, response } = await browser.authorize(authorizationUrl(baseUrl, { clientId, redirectUri, challenge, state, nonce }));
+  if (!location) throw new Error(`authorization did not redirect back (${response.status})`);
+  if (`${location.origin}${location.pathname}` !== redirectUri) throw new Error(`redirected to ${location.href}, not to ${redirectUri}`);
+  const code = codeFromRedirect(location.searchParams, { state, issuer: discovery.issuer });
+  return exchangeCode(baseUrl, { clientId, code, redirectUri, verifier, nonce, discovery, ...options });
 }
 
 export interface RuntimeLease {
@@ -47,7 +57,11 @@ export class RuntimeClient {
 
   async createSession(): Promise<Response> {
     const res = await fetch(`${this.baseUrl}/v1/runtime/session`, { method: 'POST', headers: { authorization: `Bearer ${this.accessToken}`, origin: this.origin } });
-    if (res.status === 201) this.sessionId = ((await res.clone().json()) as { sessionId: string }).sessionId;
+    if (res.status === 201) {
+      this.sessionId = ((await res.clone().json()) as { sessionId: string }).sessionId;
+      // A lease belongs to the session that was activated, never to a new one.
+      this.lease = undefined;
+    }
     return res;
   }
 
@@ -64,8 +78,10 @@ export class RuntimeClient {
     return fetch(`${this.baseUrl}/v1/runtime/session`, { headers: this.headers() });
   }
 
-  release(): Promise<Response> {
-    return fetch(`${this.baseUrl}/v1/runtime/session/release`, { method: 'POST', headers: this.headers() });
+  async release(): Promise<Response> {
+    const res = await fetch(`${this.baseUrl}/v1/runtime/session/release`, { method: 'POST', headers: this.headers() });
+    if (res.status === 200) this.lease = undefined;
+    return res;
   }
 
   controlToken(): Promise<Response> {
