@@ -8,7 +8,9 @@ type Json = Record<string, unknown>;
 
 const CLOSE_CODES =
   'Close codes: 1000 normal; 1001 server shutting down (reconnect); 1003 frame type not that of the negotiated codec; ' +
-  '1007 undecodable message; 1008 a client message on a read-only channel; 1009 message too large; 1011 internal ' +
+  '1007 undecodable message (a text frame that is not UTF-8 is cut without a close frame: the client sees 1006); 1008 a ' +
+  'client message on a read-only channel; 1009 message too large (past twice the limit the connection is cut ' +
+  'without a close frame: 1006); 1011 internal ' +
   'error; 1013 try again later (the stores did not answer while the connection opened; an `error` message says so ' +
   `first); 4008 slow consumer; 4029 over the message rate; ${RuntimeCloseCode.revoked} revoked (browser logout, or the ` +
   `sign-in ended: a device of the account signed out or was removed); ` +

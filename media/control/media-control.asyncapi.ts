@@ -29,7 +29,8 @@ const REFUSALS =
 const CLOSE_CODES =
   'Close codes: 1000 normal; 1001 server shutting down (reconnect: a member keeps its place for the reconnect grace); ' +
   '1003 a frame of the other type than the negotiated codec\'s (binary on JSON, text on msgpack); 1007 undecodable ' +
-  'message; 1009 message over maxMessageBytes; 1011 internal error; 4008 slow consumer; 4029 over ' +
+  'message (a text frame that is not UTF-8 is cut without a close frame: the client sees 1006); 1009 message over ' +
+  'maxMessageBytes (past twice that, cut without a close frame: 1006); 1011 internal error; 4008 slow consumer; 4029 over ' +
   `requestsPerMinute; ${MediaCloseCode.grantEnded} the grant ended (its Runtime was superseded, released, lapsed or ` +
   `signed out); ${MediaCloseCode.replaced} replaced by a newer connection of the same person (maxConcurrentSessions ` +
   `${MEDIA_LIMITS.maxConcurrentSessions}); ${MediaCloseCode.grantExpired} the grant expired without \`grant.refresh\`; ` +

@@ -207,6 +207,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
         if (message.type === 'ping') return answer({});
         if (message.type === 'grant.refresh') {
           const fresh = await verify(message.grant);
+          // Closed meanwhile: onClose has dropped the connection's subscriptions and timer; following it again would leak them.
+          if (conn.closed) return;
           const current = conn.user.grant;
           if (!fresh || fresh.component !== MEDIA_CONTROL_COMPONENT || !fresh.scopes.includes('media:connect') || fresh.environmentId !== current.environmentId || fresh.actorId !== current.actorId || fresh.context.scope !== current.context.scope || fresh.origin !== current.origin) {
             return fail('media_grant_invalid', 'the new grant must be live, hold media:connect, and be for the same person, Environment, origin and scope');

@@ -63,8 +63,11 @@ export interface WsConnection<TUser, TOut> {
 export interface SocketData<TUser, TOut> {
   readonly connection: EndpointConnection<TUser, TOut>;
   readonly codec: WsCodec;
-  /** True while `res.upgrade()` and the cork around it run: a close then is uWS's, not the client's. */
-  upgrading: boolean;
+  /**
+   * `now` is true while `res.upgrade()` and the cork around it run: a close then is uWS's, not the client's. A box,
+   * because uWS copies the user data's properties: a plain boolean cleared after the upgrade would stay true.
+   */
+  readonly upgrading: { now: boolean };
 }
 
 export interface ConnectionLimits {

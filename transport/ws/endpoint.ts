@@ -17,7 +17,8 @@
  *   1001  shutdown(): go away and reconnect, nothing was wrong with the client.
  *   1003  a text frame on a binary subprotocol or the reverse: the client runs another codec than it negotiated,
  *         so every later message would fail too.
- *   1007  bytes the codec cannot decode: likewise, the stream is not the protocol any more.
+ *   1007  bytes the codec cannot decode: likewise, the stream is not the protocol any more. A text frame that is not
+ *         UTF-8 uWS cuts itself, before any codec sees it (the client sees 1006); onClose and the observer get 1007.
  *   1008  any message to an endpoint with `inbound: null` (read-only channels): a client that writes there is
  *         confused, and ignoring it would hide the bug.
  *   1009  a message over maxMessageBytes. uWS itself does not send 1009: past its maxPayloadLength it cuts the TCP
@@ -149,6 +150,8 @@ export interface MountedWebSocketEndpoint {
 const UWS_PAYLOAD_FACTOR = 2;
 /** The close reason uWS reports when it cut a connection over its maxPayloadLength. */
 const UWS_TOO_BIG_REASON = 'Received too big message';
+/** The close reason uWS reports when it cut a connection for a text frame that is not UTF-8. */
+const UWS_INVALID_UTF8_REASON = 'Received invalid UTF-8';
 const ABNORMAL_CLOSURE = 1006;
 
 /** Registers the endpoint's route on the app; the handle returned is for metrics and shutdown. */
@@ -210,7 +213,9 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       renderError,
       newRequestId: deps.newRequestId,
     });
-    const data: SocketData<TUser, TOut> = { connection, codec: choice.codec, upgrading: true };
+    // uWS copies the properties of this object into the socket's user data, so the flag lives in a shared box.
+    const upgrading = { now: true };
+    const data: SocketData<TUser, TOut> = { connection, codec: choice.codec, upgrading };
     res.cork(() => {
       res.upgrade(
         data,
@@ -220,7 +225,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         context,
       );
     });
-    data.upgrading = false;
+    upgrading.now = false;
   }
 
   /** Sends an in-band error under a request id of its own, logged with the same id. */
@@ -331,8 +336,12 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       conn.detach();
       open.delete(conn);
       const reason = Buffer.from(message).toString('utf8');
-      const code = wireCode === ABNORMAL_CLOSURE && reason === UWS_TOO_BIG_REASON ? CloseCode.messageTooBig : wireCode;
-      if (ws.getUserData().upgrading && code === ABNORMAL_CLOSURE) {
+      const code =
+        wireCode !== ABNORMAL_CLOSURE ? wireCode
+        : reason === UWS_TOO_BIG_REASON ? CloseCode.messageTooBig
+        : reason === UWS_INVALID_UTF8_REASON ? CloseCode.undecodable
+        : wireCode;
+      if (ws.getUserData().upgrading.now && code === ABNORMAL_CLOSURE) {
         // The cork() epilogue after an asynchronous upgrade can shut the new socket down (uNetworking/uWebSockets#1928,
         // fixed upstream in C++ by #1929, not in the npm build we run): the client sees 1006 and must reconnect.
         conn.logger.warn('uWS closed the socket right after its upgrade (uNetworking/uWebSockets#1928); the client must reconnect');
