@@ -1,7 +1,7 @@
 import { encode, ExtData } from '@msgpack/msgpack';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { msgpackCodec } from '../../transport/ws/codecs.js';
+import { jsonCodec, msgpackCodec } from '../../transport/ws/codecs.js';
 import { assertOneMsgpackValue } from '../../transport/ws/msgpack-scan.js';
 
 /** Plain values of every msgpack family (extensions below): each must pass the scan whole, and fail it cut short. */
@@ -72,6 +72,14 @@ test('headers declaring more elements than bytes remain are refused before the d
   }
   assert.throws(() => assertOneMsgpackValue(Buffer.from([0xc1])), /starts no msgpack value/);
   assert.throws(() => assertOneMsgpackValue(Buffer.from([0xdb, 0xff, 0xff, 0xff, 0xff, 0x61])), /truncated/);
+});
+
+test('both codecs carry the same message: an undefined member is left out by msgpack as by JSON', () => {
+  const message = { type: 'transport.created', id: 't1', tcpType: undefined, encodings: [{ rid: undefined, ssrc: 1 }], nothing: null };
+  const viaMsgpack = msgpackCodec.decode(new Uint8Array(msgpackCodec.encode(message) as Uint8Array).buffer);
+  const viaJson = jsonCodec.decode(new TextEncoder().encode(jsonCodec.encode(message) as string).buffer);
+  assert.equal(viaMsgpack, viaJson);
+  assert.equal(viaMsgpack, { type: 'transport.created', id: 't1', encodings: [{ ssrc: 1 }], nothing: null });
 });
 
 test.run();

@@ -45,10 +45,12 @@ export const jsonCodec: WsCodec = Object.freeze({
 
 /**
  * Outbound bigint is written as msgpack int64 (`useBigInt64`); inbound int64 is read as a number, as JSON would read
- * it, so one zod schema validates messages of either codec. Inbound bytes are copied before decoding because uWS
+ * it, so one zod schema validates messages of either codec. An `undefined` member is left out (`ignoreUndefined`), as
+ * JSON leaves it out: otherwise a msgpack client would get `null` where a JSON client gets nothing (mediasoup's
+ * optional parameters are often `undefined`), and the same message would differ by codec. Inbound bytes are copied before decoding because uWS
  * detaches its ArrayBuffer when the handler returns, and decoded `bin` fields would otherwise be views into it.
  */
-const msgpackEncoder = new Encoder({ useBigInt64: true });
+const msgpackEncoder = new Encoder({ useBigInt64: true, ignoreUndefined: true });
 const msgpackDecoder = new Decoder();
 
 export const msgpackCodec: WsCodec = Object.freeze({
