@@ -101,6 +101,8 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   #outboxBytes = 0;
   /** uWS's buffered amount after the last flush: it only shrinks until the next one, so it bounds it from above. */
   #bufferedAtFlush = 0;
+  /** A frame larger than the limit that may still be in uWS's buffer: the backlog behind it is what counts. */
+  #oversize = 0;
   #flushScheduled = false;
   readonly #flushQueued = (): void => {
     this.#flushScheduled = false;
@@ -192,7 +194,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     const payload = this.#encoder.encode(message);
     this.#outbox.push(payload);
     this.#outboxBytes += typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
-    if (this.#bufferedAtFlush + this.#outboxBytes > this.#limits.maxBackpressureBytes) return this.#flush();
+    if (this.#bufferedAtFlush - this.#oversize + this.#outboxBytes > this.#limits.maxBackpressureBytes) return this.#flush();
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       queueMicrotask(this.#flushQueued);
@@ -217,6 +219,8 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     this.#outbox = [];
     this.#outboxBytes = 0;
     const binary = this.#encoder.binary;
+    let largest = 0;
+    for (const frame of frames) largest = Math.max(largest, typeof frame === 'string' ? Buffer.byteLength(frame) : frame.byteLength);
     let dropped = false;
     socket.cork(() => {
       for (const frame of frames) {
@@ -229,8 +233,12 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     if (!this.#socket) return false;
     const buffered = socket.getBufferedAmount();
     this.#bufferedAtFlush = buffered;
-    // Checked after every flush, so the buffer never holds more than the limit plus one message.
-    if (dropped || buffered > this.#limits.maxBackpressureBytes) {
+    const limit = this.#limits.maxBackpressureBytes;
+    // Checked after every flush, so the buffer never holds more than the limit plus one message. The limit bounds a
+    // backlog, not a message: one frame larger than it (the presence list of a big Environment) still goes to a
+    // client that keeps reading, and until the buffer is back under the limit only what queues up behind it counts.
+    this.#oversize = buffered > limit ? Math.max(this.#oversize, largest) : 0;
+    if (dropped || buffered - this.#oversize > limit) {
       this.logger.warn({ bufferedBytes: buffered }, 'closing slow consumer');
       this.close(CloseCode.slowConsumer, 'slow consumer');
       return false;

@@ -25,7 +25,8 @@
  *         connection (the client sees 1006). So uWS's limit is set to twice ours and we close with a proper 1009 in
  *         between; beyond that uWS's cut stands, and onClose and the observer are told 1009 all the same.
  *   1011  onOpen failed: the connection has no state to be served from.
- *   4008  slow consumer: a send left more than maxBackpressureBytes queued for a client that does not read. Closing is
+ *   4008  slow consumer: a send left more than maxBackpressureBytes queued for a client that does not read (behind
+ *         any one message larger than that, which a reading client still gets whole). Closing is
  *         the only way to keep server memory bounded; the client must reconnect and resynchronise. (4000 + 408.)
  *         The close frame queues behind the unread data, so such a client usually sees 1006; onClose and the
  *         observer get 4008.
@@ -74,7 +75,10 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   readonly codecs?: readonly WsCodec[];
   /** Largest client message, in bytes of the frame payload. */
   readonly maxMessageBytes: number;
-  /** Largest amount of outbound data queued for one client before it is closed as a slow consumer (4008). */
+  /**
+   * Largest amount of outbound data queued for one client before it is closed as a slow consumer (4008); one message
+   * larger than this is still sent whole, and the limit then counts what queues behind it.
+   */
   readonly maxBackpressureBytes: number;
   /** Heartbeat: a multiple of 4 from 8 to 960. */
   readonly idleTimeoutSeconds: number;
@@ -288,10 +292,10 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   app.ws<SocketData<TUser, TOut>>(endpoint.path, {
     compression: uws.DISABLED,
     maxPayloadLength: endpoint.maxMessageBytes * UWS_PAYLOAD_FACTOR,
-    maxBackpressure: endpoint.maxBackpressureBytes,
-    // A safety net for sends that bypass conn.send (pings); conn.send closes with 4008 before uWS would drop.
-    // uWS's typings declare this a number; the binding reads it as a boolean.
-    closeOnBackpressureLimit: 1,
+    // No limit of uWS's own: it would drop every frame sent while one larger than the limit drains, which the
+    // connection allows (see WsConnection's flush). Every frame but uWS's pings goes through conn.send, which closes a
+    // slow consumer with 4008; pings are a few bytes per idle period.
+    maxBackpressure: 0,
     idleTimeout: endpoint.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     upgrade(res: HttpResponse, req: HttpRequest, context) {
