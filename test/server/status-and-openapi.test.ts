@@ -75,6 +75,13 @@ test('refusals made before a method is chosen take the path\'s own error body: P
   assert.is(((await badPath.json()) as Record<string, unknown>).code, 'path_invalid');
 });
 
+test('status reads share one storage check: a burst of them costs one query, not one each', async () => {
+  const bodies = await Promise.all(Array.from({ length: 50 }, async () => (await jsonOf(await fetch(`${server.url}/v1/status`))) as { checks: { storage: { latencyMs: number } } }));
+  // Each check measures its own latency; a burst inside one freshness window (two at most, straddling) shares it.
+  const checks = new Set(bodies.map((b) => b.checks.storage.latencyMs));
+  assert.ok(checks.size <= 2, `${checks.size} storage checks for 50 status reads`);
+});
+
 test('GET /ready is 200 while storage answers', async () => {
   const res = await fetch(`${server.url}/ready`);
   assert.is(res.status, 200);

@@ -22,16 +22,28 @@ export interface StatusDependencies {
 
 type PlatformStatus = z.input<typeof PlatformStatusResponseSchema>;
 
+/**
+ * Storage is asked at most once per this window, however many ask meanwhile: the status reads take no credential, and
+ * a query each would let anyone turn a flood of cheap GETs into a flood of queries queued ahead of real work.
+ */
+export const STORAGE_CHECK_FRESH_MS = 1_000;
+
+type StorageCheck = PlatformStatus['checks']['storage'];
+
 export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
+  let lastCheck: { readonly at: number; readonly result: Promise<StorageCheck> } | undefined;
+  const checkStorage = (): Promise<StorageCheck> => {
+    const now = performance.now();
+    if (lastCheck && now - lastCheck.at < STORAGE_CHECK_FRESH_MS) return lastCheck.result;
+    const result = withTimeout(deps.pingStorage(), deps.storageTimeoutMs).then(
+      (): StorageCheck => ({ status: 'ok', latencyMs: Math.round((performance.now() - now) * 100) / 100 }),
+      (): StorageCheck => ({ status: 'unavailable' }),
+    );
+    lastCheck = { at: now, result };
+    return result;
+  };
   const status = async (): Promise<PlatformStatus> => {
-    const started = performance.now();
-    let storage: PlatformStatus['checks']['storage'];
-    try {
-      await withTimeout(deps.pingStorage(), deps.storageTimeoutMs);
-      storage = { status: 'ok', latencyMs: Math.round((performance.now() - started) * 100) / 100 };
-    } catch {
-      storage = { status: 'unavailable' };
-    }
+    const storage = await checkStorage();
     return {
       status: deps.draining() ? 'draining' : storage.status === 'ok' ? 'ok' : 'unavailable',
       apiVersion: '0.1.0-alpha.7',
@@ -51,7 +63,8 @@ export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
       summary: 'Readiness of this node',
       description:
         'Answers 200 when this node can serve (its storage answers), 503 otherwise (storage unavailable, or the node ' +
-        'draining before it stops); for load balancers. Served while draining, like `/v1/status`.',
+        'draining before it stops); for load balancers. Served while draining, like `/v1/status`. Storage is asked ' +
+        'at most once a second, however many ask: an answer may be up to a second old.',
       tags: ['Status'],
       credential: 'none',
       servesWhileDraining: true,
@@ -71,7 +84,9 @@ export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
       method: 'get',
       path: '/v1/status',
       summary: 'Platform status',
-      description: 'Health of this node and of what it depends on. Always 200: the body says what is unavailable.',
+      description:
+        'Health of this node and of what it depends on. Always 200: the body says what is unavailable. Storage is ' +
+        'asked at most once a second, however many ask: an answer may be up to a second old.',
       tags: ['Status'],
       credential: 'none',
       servesWhileDraining: true,
