@@ -13,7 +13,11 @@ import {
 } from './errors.js';
 import type { SnapshotWrite, StoredActor } from '../storage/actor-store.js';
 
-export type StopReason = 'passivated' | 'fenced' | 'commit_failed' | 'load_failed';
+/**
+ * Why an activation left memory. `nothing_stored`: the store held nothing for its key and its events wrote nothing (a
+ * read of an actor never created), so it left right after its replies.
+ */
+export type StopReason = 'passivated' | 'nothing_stored' | 'fenced' | 'commit_failed' | 'load_failed';
 
 /** What the sender of an event gets back, once the state it produced is committed. */
 export interface ActorReply {
@@ -128,6 +132,8 @@ export class Activation implements CommitParticipant {
   #writtenThisEpoch = false;
   /** Whether any write of this activation was queued: until then the store cannot come to hold its epoch. */
   #sentWrites = false;
+  /** The store held nothing for this key when it loaded: until a write, its state is the machine's initial one. */
+  #nothingStored = false;
   /** Version of the newest stored snapshot; the journal after it is replayed on load. */
   #snapshotVersion = 0;
   /** Durable timers of the current state, and (serialised) those of the stored snapshot. */
@@ -210,9 +216,11 @@ export class Activation implements CommitParticipant {
       // #timersStored stays as loaded, so this activation's next write stores a snapshot anyway if the repair fails.
       this.#ctx.timersStale(this, this.#snapshotVersion, this.#timersNow);
     }
+    this.#nothingStored = stored === undefined;
     this.#armTimers(this.#timersNow);
     const queued = this.#mailbox.splice(0);
     for (const item of queued) this.#handle(item);
+    this.#leaveIfNothingStored();
   }
 
   loadFailed(error: unknown): void {
@@ -231,6 +239,7 @@ export class Activation implements CommitParticipant {
         this.#mailbox.push(request);
       } else if (this.#status === 'live') {
         this.#handle(request);
+        this.#leaveIfNothingStored();
       } else {
         // Only the host delivers, and it never delivers to a stopped activation; guard against misuse anyway.
         this.#refuse(request, new ActorFencedError(this.id));
@@ -384,6 +393,29 @@ export class Activation implements CommitParticipant {
 
   commitFailed(error: unknown): void {
     this.#fail(new ActorCommitFailedError(this.id, error), this.#writtenThisEpoch, 'commit_failed');
+  }
+
+  /**
+   * Leaves memory at once when the store holds nothing for this key, no event of this activation wrote anything, and
+   * nothing is pending: a read of an actor that was never created. Keeping it until passivation would let anyone who
+   * can name keys (junk device ids in unauthenticated assertions, made-up session ids) hold one activation each in
+   * memory. Nothing is lost by leaving: its state is the machine's initial one, which the next activation rebuilds from
+   * the same empty store. An activation whose initial state holds a deadline stays, so that timer still fires.
+   *
+   * Called only where the mailbox has just been handled (never between two queued events), so events still reach one
+   * activation at a time in arrival order; with no write, every reply was released synchronously before this runs.
+   */
+  #leaveIfNothingStored(): void {
+    if (
+      this.#status === 'live' &&
+      this.#nothingStored &&
+      !this.#sentWrites &&
+      this.#mailbox.length === 0 &&
+      this.#waiting.length === 0 &&
+      Object.keys(this.#timersNow).length === 0
+    ) {
+      this.#stop(false, 'nothing_stored');
+    }
   }
 
   /** Leaves memory; nothing uncommitted may be pending (the host passivates only idle activations). */

@@ -70,7 +70,9 @@ export interface CommittedActorView {
 
 /**
  * Hosts actors of every registered kind: gets or creates the one activation of a key, passes events to it, passivates
- * idle ones, fires durable timers (also for actors not in memory), and drains on shutdown.
+ * idle ones, fires durable timers (also for actors not in memory), and drains on shutdown. An activation that found
+ * nothing stored and wrote nothing (a read of an actor never created) leaves memory right after its replies, so
+ * reading made-up keys costs a store read each but holds no memory.
  */
 export class ActorHost {
   readonly #store: ActorStore;
@@ -263,7 +265,8 @@ export class ActorHost {
         // An activation that never sent a write cannot come to hold its epoch in the store: forget it like a written one.
         if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written || !activation.sentWrites);
         this.#observer?.deactivated(activation.kind, reason);
-        if (reason !== 'passivated') this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
+        // Leaving because nothing is stored is as ordinary as passivating (and strangers can cause it at will): not logged.
+        if (reason !== 'passivated' && reason !== 'nothing_stored') this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
       },
       timerDue: (activation, name, dueAt) => {
         const event: Omit<TimerDueEvent, 'at'> = { type: 'timer.due', name, dueAt };

@@ -150,6 +150,8 @@ export class Accounts {
     if (!/^dev_[0-9a-hjkmnp-tv-z]{26}$/.test(deviceId)) return undefined;
     let accountId = this.#deviceAccounts.get(deviceId);
     if (!accountId) {
+      // An unknown id is not cached: junk assertions name a fresh id each time, so such a cache would not spare the
+      // store read it costs; the host keeps no activation for it (the device actor was never created).
       const directory = await this.#host.send('device', deviceId, { type: 'device.read' });
       const assigned = (directory.snapshot.context as { accountId: string | null }).accountId;
       if (!assigned) return undefined;
