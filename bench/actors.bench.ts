@@ -21,7 +21,10 @@
  * - Raw limit: the same snapshot rows (same table, same keys, same jsonb shape) written straight through pg as
  *   back-to-back multi-row upserts (INSERT … SELECT FROM jsonb_to_recordset … ON CONFLICT (kind, key) DO UPDATE), with
  *   as many concurrent writers as the host has commit lanes (each writer on its own share of the keys, as each lane
- *   is), swept over batch sizes before and after the host run (after it also at the mean batch the host achieved).
+ *   is; each statement's rows picked uniformly at random from that share, as the host's batches hold whichever actors
+ *   random senders hit, so both touch the same scattered pages), swept over batch sizes before and after the host run
+ *   (after it also at the mean batch the host achieved). rows/s credits each statement by the share of its duration
+ *   that falls inside the window (BENCH_RAW_MS), so a few large statements do not round the rate to whole statements.
  *   The best rows/s of the sweep is the raw limit: the harshest fair baseline, whatever batch size suits this disk.
  * - ratio = host events/s ÷ raw rows/s.
  *
