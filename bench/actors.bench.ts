@@ -160,9 +160,10 @@ async function benchActorCount(database: BenchDatabase, store: PostgresActorStor
     const load = { host, kind: tallyKind.name, keys, senders: config.senders };
     const activation = await runLoad({ ...load, pick: 'round-robin', durationMs: 60_000, maxEvents: Math.max(actors, 8 * config.senders) });
     if (activation.failures > 0) throw new Error(`warm-up failed ${activation.failures} times: ${activation.firstFailure}`);
-    // Each activation stored a snapshot on its first write, so every actor's next one would fall due at about the same
-    // event; a short window at 10,000 actors (≈ 15 events each) would then see none. 0..63 more events per actor, at
-    // random, spread the actors over the snapshot cycle as a long run does, so the window stores them at the steady rate.
+    // Each activation stored a snapshot on its first write, so every actor's next one would fall due at about the
+    // same event; a short window at 10,000 actors (≈ 15 events each) would then see none. 0..63 more events per
+    // actor, at random, spread the actors over the snapshot cycle as a long run does: the window stores snapshots at
+    // the steady rate.
     const spread = snapshotSpread(actors);
     const spreading = await runLoad({ ...load, pick: { sequence: spread }, durationMs: config.timeoutMs });
     if (spreading.failures > 0 || spreading.events !== spread.length) {
@@ -212,7 +213,7 @@ function rawRun(raw: RawUpserter, concurrency: number, batchRows: number): Promi
   return raw.run({ concurrency, batchRows, durationMs: config.rawMs, warmupMs: config.rawWarmupMs });
 }
 
-/** Key indexes for the warm-up that spreads the actors over the snapshot cycle: each actor 0 to SNAPSHOT_EVERY − 1 times, shuffled. */
+/** Key indexes for the warm-up that spreads actors over the snapshot cycle: each 0..SNAPSHOT_EVERY−1 times, shuffled. */
 function snapshotSpread(actors: number): number[] {
   const out: number[] = [];
   for (let i = 0; i < actors; i++) for (let n = Math.floor(Math.random() * SNAPSHOT_EVERY); n > 0; n--) out.push(i);

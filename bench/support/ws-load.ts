@@ -32,7 +32,10 @@ export interface PipelineResult {
   readonly perSec: number;
   /** Send → counted reply, over the window's replies, each matched to its message by its echoed `ref`. */
   readonly latency: LatencySummary;
-  /** `error` messages, replies whose `ref` matches no message in flight, sockets that closed during the run, replies that never came. */
+  /**
+   * `error` messages, replies whose `ref` matches no message in flight, sockets that closed during the run, replies
+   * that never came.
+   */
   readonly failures: number;
   readonly firstFailure: string | undefined;
   /** Sockets the server closed within moments of `ready`, before any message; reopened (see `openHeld`). */
