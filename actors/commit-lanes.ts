@@ -14,7 +14,8 @@ export interface CommitParticipant {
 }
 
 export interface CommitObserver {
-  batchCommitted(actors: number, events: number, durationMs: number): void;
+  /** `snapshots`: how many of the batch's `actors` entries also stored their snapshot. */
+  batchCommitted(actors: number, events: number, durationMs: number, snapshots: number): void;
   batchFailed(actors: number, error: unknown): void;
 }
 
@@ -128,8 +129,10 @@ class CommitLane {
     this.#inFlight = true;
     // Every event of an actor gets its journal row; a snapshot, when one is due, is the newest state only.
     const entries: CommitEntry[] = [];
+    let snapshots = 0;
     for (const p of batch) {
       const { kind, key, epoch } = p.participant;
+      if (p.withSnapshot) snapshots++;
       entries.push(
         p.withSnapshot
           ? { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot: snapshotAt(p) }
@@ -141,7 +144,7 @@ class CommitLane {
       const { fenced } = await this.#store.commit(entries);
       let events = 0;
       for (const p of batch) events += p.journal.length;
-      this.#observer?.batchCommitted(batch.length, events, performance.now() - started);
+      this.#observer?.batchCommitted(batch.length, events, performance.now() - started, snapshots);
       this.#inFlight = false;
       batch.forEach((p, i) => {
         if (fenced.has(i)) p.participant.fenced();

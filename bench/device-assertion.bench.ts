@@ -11,9 +11,11 @@
  * assertions, each with its own id. Both loops keep a number of verifications in flight, as a server would, at each of
  * BENCH_IN_FLIGHT (64 and 256): the durable id record is group-committed, and its batches grow with the load (as in
  * the token bench). The headline ratio is the best rate either side reached at any load; each load is also printed
- * against its own raw.
+ * against its own raw. How busy the whole machine was in the second before the bench started (/proc/stat) is printed
+ * with the figures: they are only comparable between quiet runs.
  * Environment: BENCH_DATABASE_URL, BENCH_ASSERTIONS (default 30000), BENCH_DEVICES (default 50), BENCH_IN_FLIGHT.
  */
+import { availableParallelism } from 'node:os';
 import { compactVerify, importJWK, type CryptoKey } from 'jose';
 import { ActorHost } from '../actors/actor-host.js';
 import { systemClock } from '../actors/clock.js';
@@ -27,6 +29,8 @@ import { DeviceAssertionVerifier, ReplayGuard } from '../identity/device-asserti
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import type { IncomingRequest } from '../transport/http/credentials.js';
 import { openBenchDatabase } from './support/bench-database.js';
+import { sampleMachineCpu } from './support/cpu.js';
+import { percent, round2 } from './support/report-format.js';
 
 const ASSERTIONS = Number(process.env.BENCH_ASSERTIONS ?? 30_000);
 const DEVICES = Number(process.env.BENCH_DEVICES ?? 50);
@@ -47,6 +51,8 @@ async function inFlight<T>(items: readonly T[], load: number, work: (item: T) =>
 }
 
 async function main(): Promise<void> {
+  // Other work on the machine skews every figure; say how busy it was before the bench added its own load.
+  const background = await sampleMachineCpu(1_000);
   const database = await openBenchDatabase({ clusterUrl: process.env.BENCH_DATABASE_URL, maxConnections: 8 });
   const host = new ActorHost({
     store: new PostgresActorStore(database.connection),
@@ -104,15 +110,20 @@ async function main(): Promise<void> {
     const ratio = hostRate / raw;
     process.stdout.write(
       `device assertion verification — ${DEVICES} devices, ${ASSERTIONS - ASSERTIONS / 10} assertions per load, in flight ${LOADS.join(' / ')}\n` +
+        `  machine               : ${availableParallelism()} cores, ${busy(background)} (figures are only comparable between quiet runs)\n` +
         `  jose raw ES256 verify : ${fmt(raw)} /s (best of every load)\n` +
         `  server verification   : ${fmt(hostRate)} /s (best of every load)\n` +
         `  ratio                 : ${(ratio * 100).toFixed(0)} % (target ≥ ${TARGET * 100} %): ${ratio >= TARGET ? 'PASS' : 'FAIL'}\n` +
-        `${JSON.stringify({ bench: 'device-assertion', rawPerSec: Math.round(raw), hostPerSec: Math.round(hostRate), ratio: Math.round(ratio * 100) / 100, pass: ratio >= TARGET, loads: results.map((r) => ({ inFlight: r.load, rawPerSec: Math.round(r.raw), hostPerSec: Math.round(r.host) })) })}\n`,
+        `${JSON.stringify({ bench: 'device-assertion', backgroundCpu: background === undefined ? null : round2(background), rawPerSec: Math.round(raw), hostPerSec: Math.round(hostRate), ratio: Math.round(ratio * 100) / 100, pass: ratio >= TARGET, loads: results.map((r) => ({ inFlight: r.load, rawPerSec: Math.round(r.raw), hostPerSec: Math.round(r.host) })) })}\n`,
     );
   } finally {
     await host.drain();
     await database.close();
   }
+}
+
+function busy(background: number | undefined): string {
+  return background === undefined ? 'background load unknown' : `${percent(background)} busy before the bench started`;
 }
 
 await main();

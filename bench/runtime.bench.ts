@@ -7,11 +7,12 @@
  * test is the real server (`startServer` with the product's parts, as server/main.ts runs it; one for parts a and b,
  * two more for part c), and this process is only the load generator, so client and server never share an event
  * loop; the echo baselines run the same way. Postgres is embedded (or BENCH_DATABASE_URL); a CHECKPOINT precedes
- * parts a and b. The server under test runs with LOG_LEVEL=silent and two limits raised, which the measured paths
- * would otherwise hit by design: RUNTIME_SOCKET_MESSAGES_PER_MINUTE=60,000,000 (the per-socket client message limit,
- * default 12,000, i.e. 200/s: part b sends thousands per second per socket) and RUNTIME_EVICTIONS_PER_MINUTE=1000
- * (the per-person eviction quota, default 10, at most 1000: part a makes each person's pages take the lease from each
- * other about once a second).
+ * parts a and b. Postgres CPU is that of the embedded cluster's processes (descendants of this one, so other clusters
+ * on a shared machine do not count), or of every visible `postgres` process on BENCH_DATABASE_URL. The server under
+ * test runs with LOG_LEVEL=silent and two limits raised, which the measured paths would otherwise hit by design:
+ * RUNTIME_SOCKET_MESSAGES_PER_MINUTE=60,000,000 (the per-socket client message limit, default 12,000, i.e. 200/s:
+ * part b sends thousands per second per socket) and RUNTIME_EVICTIONS_PER_MINUTE=1000 (the per-person eviction quota,
+ * default 10, at most 1000: part a makes each person's pages take the lease from each other about once a second).
  *
  * Principals. Enrolment start is rate limited per client address (10/min, burst 20) and the gateway takes the address
  * from the socket (X-Forwarded-For is not honoured), so principals are made inside the server process through the
@@ -35,10 +36,12 @@
  * (b) Messages. BENCH_SOCKETS (32) runtime sockets of different people (fresh sessions, activated over HTTP), each
  *     keeping BENCH_IN_FLIGHT (16) `presence.update` messages in flight (alternating away/available, so each one is a
  *     durable session-actor commit; the reply `presence.updated` is sent once it committed) for BENCH_MESSAGE_MS.
- *     messages/s counts replies inside the window. Baselines, same client code (`ws` package, every reply JSON-parsed
- *     and its type checked), same number of sockets, same pipelining, same message bytes: a raw uWebSockets.js echo
- *     server and a `ws` echo server, each in its own process (bench/support/echo-server.process.ts). Order: uWS, ws,
- *     runtime, ws, uWS; each baseline's better run counts. Targets: runtime ≥ 60 % of raw uWS, and ahead of `ws`.
+ *     messages/s counts replies inside the window; latency is send → reply, each reply matched to its message by the
+ *     `ref` it echoes (the runtime may answer a socket's messages out of order). Baselines, same client code (`ws`
+ *     package, every reply JSON-parsed, its type checked and its `ref` matched), same number of sockets, same
+ *     pipelining, same message bytes: a raw uWebSockets.js echo server and a `ws` echo server, each in its own process
+ *     (bench/support/echo-server.process.ts). Order: uWS, ws, runtime, ws, uWS; each baseline's better run counts.
+ *     Targets: runtime ≥ 60 % of raw uWS, and ahead of `ws`.
  *     The echo servers do no work per message by design: the gap is the price of a validated, fenced, durable
  *     message. On a small machine the echo runs are bound by the one client process (it is printed: cpu client), so
  *     "raw" is what this client can drive, an easier bar than uWS's own ceiling. The CPU columns give each process's
@@ -144,7 +147,9 @@ function report(results: Results, where: string, background: number | undefined,
       ),
     );
     out.push(`    status runs (before, after): ${a.statusRuns.map((r) => count(r.result.perSec)).join(', ')}/s; the better is the baseline`);
-    out.push('    cpu = share of one core in the window (server process, every postgres process, this load generator)');
+    out.push(
+      `    cpu = share of one core in the window (server process, ${config.databaseUrl ? 'every visible postgres process' : "the embedded cluster's postgres processes"}, this load generator)`,
+    );
     if (a.profile) {
       out.push('');
       out.push(...profileLines(a.profile, `one more evicting window (${count(a.profile.result.perSec)} activations/s under the profiler)`));

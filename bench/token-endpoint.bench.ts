@@ -17,12 +17,14 @@
  * Each phase also prints the CPU it cost per operation: this process (main thread and libuv pool) and the embedded
  * cluster's `postgres` processes (every visible one on BENCH_DATABASE_URL), from /proc. BENCH_PROFILE=1 runs one more exchange phase under V8's sampling profiler (after
  * the measured ones, so they are not slowed) and prints where this process's time went; the .cpuprofile is kept.
+ * How busy the whole machine was in the second before the bench started (/proc/stat) is printed with the figures:
+ * they are only comparable between quiet runs.
  * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20), BENCH_IN_FLIGHT
  * (default 64,256,512), BENCH_PROFILE (0 | 1; profiles at the largest load).
  */
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { compactVerify, importJWK, type CryptoKey } from 'jose';
 import { ActorHost } from '../actors/actor-host.js';
@@ -42,8 +44,9 @@ import { RegistrySigningKeys } from '../identity/signing-keys.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { openBenchDatabase } from './support/bench-database.js';
 import { summariseProfile } from './support/cpu-profile.js';
+import { sampleMachineCpu } from './support/cpu.js';
 import { GroupCpu, postgresPids, postgresPidsUnder } from './support/proc.js';
-import { percent } from './support/report-format.js';
+import { percent, round2 } from './support/report-format.js';
 
 const EXCHANGES = Number(process.env.BENCH_EXCHANGES ?? 6_000);
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 20);
@@ -118,6 +121,8 @@ async function profiled<T>(items: readonly T[], work: (item: T) => Promise<Token
 }
 
 async function main(): Promise<void> {
+  // Other work on the machine skews every figure; say how busy it was before the bench added its own load.
+  const background = await sampleMachineCpu(1_000);
   const database = await openBenchDatabase({ clusterUrl: process.env.BENCH_DATABASE_URL, maxConnections: 8 });
   const db = database.connection.db;
   const host = new ActorHost({ store: new PostgresActorStore(database.connection), ownership: new InProcessOwnership(), clock: systemClock, kinds: identityKinds, logger: silent });
@@ -185,7 +190,10 @@ async function main(): Promise<void> {
     const pct = (n: number, of: number): string => `${((n / of) * 100).toFixed(0)} %`;
     const cost = (p: Phase<unknown>): string => `cpu/op node ${Math.round(p.nodeMicros)} µs, postgres ${Math.round(p.postgresMicros)} µs`;
     const latency = (p: Phase<unknown>, load: number): string => `mean ${((load / p.perSec) * 1000).toFixed(1)} ms`;
-    const lines = [`token endpoint — ${ACCOUNTS} accounts, ${EXCHANGES} exchanges per load; loads (in flight): ${IN_FLIGHT.join(', ')}`];
+    const lines = [
+      `token endpoint — ${ACCOUNTS} accounts, ${EXCHANGES} exchanges per load; loads (in flight): ${IN_FLIGHT.join(', ')}`,
+      `  machine: ${availableParallelism()} cores, ${background === undefined ? 'background load unknown' : `${percent(background)} busy before the bench started`} (figures are only comparable between quiet runs)`,
+    ];
     for (const l of levels) {
       lines.push(
         `  ${String(l.load).padStart(4)} in flight: raw ES256 verify ${fmt(l.raw.perSec)}/s (runs ${l.rawRuns.map(fmt).join(', ')}; ${cost(l.raw)})`,
@@ -199,6 +207,7 @@ async function main(): Promise<void> {
       ...profileLines,
       JSON.stringify({
         bench: 'token-endpoint',
+        backgroundCpu: background === undefined ? null : round2(background),
         rawPerSec: Math.round(rawBest),
         exchangesPerSec: Math.round(exchangeBest.exchanged.perSec),
         refreshesPerSec: Math.round(refreshBest.refreshed.perSec),

@@ -8,7 +8,9 @@
  *   ws   the `ws` package: `new WebSocketServer({ perMessageDeflate: false })`, `ws.send(data, { binary })` on each
  *        message.
  *
- * Neither parses, validates, authenticates or stores anything: they are the transport's ceiling on this machine.
+ * Neither parses, validates, authenticates or stores anything: they are the transport's ceiling on this machine. The
+ * message comes back whole, so its `ref` does too: the client matches replies to messages by it, as it does the
+ * runtime socket's `presence.updated` (which echoes the `ref`).
  */
 import { WebSocketServer } from 'ws';
 import { serveParent } from './bench-child.js';

@@ -28,7 +28,9 @@ export interface RawTarget {
 export interface RawRun {
   readonly concurrency: number;
   readonly batchRows: number;
+  /** Rows credited to the window (each statement by the share of its duration inside it) ÷ the window. */
   readonly rowsPerSec: number;
+  /** Statements that overlapped the window, and their mean duration. */
   readonly statements: number;
   readonly meanStatementMs: number;
   /** Share of all cores busy during the window (every process: Postgres and this one). */
@@ -53,15 +55,18 @@ export class RawUpserter {
 
   /**
    * `concurrency` loops issue upserts back to back for `durationMs` (after `warmupMs` unmeasured); each loop owns a
-   * disjoint share of the keys, as each host commit lane does, and walks it in batches of `batchRows` distinct rows.
+   * disjoint share of the keys, as each host commit lane does, and each statement writes `batchRows` distinct rows
+   * picked uniformly at random from that share, as the host's batches hold whichever actors random senders hit (in
+   * key order, a batch would touch adjacent index and heap pages, a cheaper pattern than the host's).
    */
   async run(options: { concurrency: number; batchRows: number; durationMs: number; warmupMs: number }): Promise<RawRun> {
     const { concurrency } = options;
     const shares: number[][] = Array.from({ length: concurrency }, () => []);
     this.#target.keys.forEach((_, i) => shares[i % concurrency]!.push(i));
     const batchRows = Math.max(1, Math.min(options.batchRows, ...shares.map((s) => s.length)));
-    // Statements completing inside the fixed window count, whenever they started: the partial statement at each edge
-    // of the window cancels out on average, so rows / window is unbiased even for long statements.
+    // Each statement is credited with the share of its rows that matches the share of its duration inside the window
+    // (a statement straddling an edge counts in part), so the rate is not rounded to whole statements: with large
+    // batches one statement can be a twentieth of a window's rows.
     let rows = 0;
     let statements = 0;
     let statementMs = 0;
@@ -72,18 +77,20 @@ export class RawUpserter {
     const startTimer = setTimeout(() => (machine = MachineCpu.start()), options.warmupMs);
     const endTimer = setTimeout(() => (machineCpu = machine?.share()), options.warmupMs + options.durationMs);
     const loop = async (share: number[]): Promise<void> => {
-      let cursor = 0;
+      const pool = [...share];
       while (performance.now() < to) {
-        const batch: number[] = [];
+        // A partial Fisher–Yates shuffle: the first batchRows of the pool are a uniformly random subset of the share.
         for (let n = 0; n < batchRows; n++) {
-          batch.push(share[cursor]!);
-          cursor = (cursor + 1) % share.length;
+          const pick = n + Math.floor(Math.random() * (pool.length - n));
+          [pool[n], pool[pick]] = [pool[pick]!, pool[n]!];
         }
+        const batch = pool.slice(0, batchRows);
         const started = performance.now();
         await this.#write(batch);
         const finished = performance.now();
-        if (finished >= from && finished <= to) {
-          rows += batch.length;
+        const inside = Math.min(finished, to) - Math.max(started, from);
+        if (inside > 0) {
+          rows += (batch.length * inside) / Math.max(finished - started, 1e-6);
           statements++;
           statementMs += finished - started;
         }

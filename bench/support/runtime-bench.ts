@@ -9,7 +9,7 @@ import type { ProfileSummary } from './cpu-profile.js';
 import { MachineCpu } from './cpu.js';
 import type { EchoInfo, EchoProtocol } from './echo-server.process.js';
 import type { KeepAliveClient, WindowHooks } from './http-load.js';
-import { GroupCpu, postgresPids } from './proc.js';
+import { GroupCpu, postgresPids, postgresPidsUnder } from './proc.js';
 import { intEnv } from './report-format.js';
 import type { BenchEnvironment, BenchPrincipal } from './runtime-fixture.js';
 import type { RuntimeServerInfo, RuntimeServerProtocol } from './runtime-server.process.js';
@@ -61,10 +61,17 @@ export async function stopChild(child: { stop(graceMs?: number): Promise<void> }
   children.delete(child);
 }
 
+/**
+ * The Postgres processes whose CPU a window counts: the embedded cluster's own (this process started it), so other
+ * clusters on a shared machine are not this bench's cost; on BENCH_DATABASE_URL every visible `postgres` process.
+ */
+const benchPostgres = (): number[] => (config.databaseUrl ? postgresPids() : postgresPidsUnder(process.pid));
+
 /** CPU of the server process, of Postgres and of the whole machine between a window's opening and closing. */
 export interface CpuShares {
   /** Shares of one core. */
   readonly server: number;
+  /** The embedded cluster's processes (every visible postgres process on BENCH_DATABASE_URL). */
   readonly postgres: number;
   /** Share of all cores, every process. */
   readonly machine: number | undefined;
@@ -76,7 +83,7 @@ export function windowCpu(serverPid: number): { hooks: WindowHooks; read(): CpuS
   return {
     hooks: {
       opened: () => {
-        opened = { server: GroupCpu.start(() => [serverPid]), postgres: GroupCpu.start(postgresPids), machine: MachineCpu.start(), at: performance.now() };
+        opened = { server: GroupCpu.start(() => [serverPid]), postgres: GroupCpu.start(benchPostgres), machine: MachineCpu.start(), at: performance.now() };
       },
       closed: () => {
         if (!opened) return;

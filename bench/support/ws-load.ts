@@ -14,7 +14,11 @@ export interface PipelineOptions {
   readonly inFlight: number;
   readonly warmupMs: number;
   readonly durationMs: number;
-  /** `type` of the replies that count (and release the next message); other messages are parsed and ignored. */
+  /**
+   * `type` of the replies that count (and release the next message); other messages are parsed and ignored. A reply
+   * is matched to its message by the `ref` it echoes (the runtime socket echoes it on `presence.updated`, the echo
+   * servers send the message back whole).
+   */
   readonly replyType: string;
   /** Wait for a message of this type after the socket opens before sending (the runtime socket's `ready`). */
   readonly readyType?: string;
@@ -26,9 +30,12 @@ export interface PipelineResult {
   /** Counted replies that arrived inside the window. */
   readonly messages: number;
   readonly perSec: number;
-  /** Send → counted reply, over the window's replies (replies come back in order on each socket). */
+  /** Send → counted reply, over the window's replies, each matched to its message by its echoed `ref`. */
   readonly latency: LatencySummary;
-  /** `error` messages, sockets that closed during the run, replies that never came. */
+  /**
+   * `error` messages, replies whose `ref` matches no message in flight, sockets that closed during the run, replies
+   * that never came.
+   */
   readonly failures: number;
   readonly firstFailure: string | undefined;
   /** Sockets the server closed within moments of `ready`, before any message; reopened (see `openHeld`). */
@@ -45,14 +52,20 @@ const endings = new WeakMap<WebSocket, string>();
  * The `presence.update` every server of the comparison receives, alternating `away` / `available` so that each one
  * changes the session actor's state; `ref` is 8 digits, so every message of a state has the same size.
  */
-export function presenceMessage(sequence: number): string {
-  return `{"type":"presence.update","state":"${sequence % 2 === 0 ? 'away' : 'available'}","ref":"${String(sequence % 1e8).padStart(8, '0')}"}`;
+export function presenceMessage(sequence: number, ref: string = presenceRef(sequence)): string {
+  return `{"type":"presence.update","state":"${sequence % 2 === 0 ? 'away' : 'available'}","ref":"${ref}"}`;
+}
+
+/** The `ref` of the `presence.update` with this sequence number (unique among a socket's messages in flight). */
+function presenceRef(sequence: number): string {
+  return String(sequence % 1e8).padStart(8, '0');
 }
 
 /**
  * Pipelined request/reply load over WebSockets with the `ws` client: every socket keeps `inFlight` messages
  * outstanding for a warm-up and a fixed window; every message received is JSON-parsed and its `type` checked, the
- * same client work whichever server answers.
+ * same client work whichever server answers. Replies are matched to their messages by the echoed `ref`, not by
+ * arrival order: the runtime server may answer a socket's messages out of order (each waits for its own commit).
  */
 export async function runPipelined(options: PipelineOptions): Promise<PipelineResult> {
   const { inFlight, replyType, readyType } = options;
@@ -73,30 +86,31 @@ export async function runPipelined(options: PipelineOptions): Promise<PipelineRe
   const sockets = held.sockets.filter((ws): ws is WebSocket => ws !== undefined);
   const outstanding: Array<Promise<void>> = [];
   for (const ws of sockets) {
-    const sentAt = new Float64Array(inFlight);
-    let head = 0;
-    let tail = 0;
+    /** Send time of each message in flight, by its `ref`. */
+    const sentAt = new Map<string, number>();
     let sequence = 0;
     let pending = 0;
     let settle: () => void = () => {};
     outstanding.push(new Promise<void>((resolve) => (settle = resolve)));
     const send = (): void => {
-      sentAt[tail] = performance.now();
-      tail = (tail + 1) % inFlight;
+      const ref = presenceRef(sequence);
+      sentAt.set(ref, performance.now());
       pending++;
-      ws.send(presenceMessage(sequence++));
+      ws.send(presenceMessage(sequence++, ref));
     };
     ws.on('message', (data: WebSocket.RawData) => {
-      const message = JSON.parse(data.toString()) as { type?: string; code?: string; message?: string };
+      const message = JSON.parse(data.toString()) as { type?: string; ref?: string; code?: string; message?: string };
       // A refused message is answered with an error instead of its reply: it is settled (and counted as a failure).
+      // The error names no ref, so the refused message's send time stays in the map, unmatched.
       const refused = message.type === 'error';
       if (refused) fail(`error message: ${message.code}: ${message.message}`);
       else if (message.type !== replyType) return;
       const now = performance.now();
-      const started = sentAt[head]!;
-      head = (head + 1) % inFlight;
+      const started = refused || message.ref === undefined ? undefined : sentAt.get(message.ref);
+      if (started !== undefined) sentAt.delete(message.ref!);
+      else if (!refused) fail(`${replyType} with ref ${JSON.stringify(message.ref)}, which no message in flight has`);
       pending--;
-      if (!refused && now >= from && now <= to) {
+      if (started !== undefined && now >= from && now <= to) {
         messages++;
         latencies.record(now - started);
       }
