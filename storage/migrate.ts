@@ -16,6 +16,7 @@ import * as deviceAssertionUses0012 from './migrations/0012-device-assertion-use
 import * as assertionUseBatches0013 from './migrations/0013-assertion-use-batches.js';
 import * as environmentsByOrigin0014 from './migrations/0014-environments-by-origin.js';
 import * as codeAuthTimeWhenAsked0015 from './migrations/0015-code-auth-time-when-asked.js';
+import * as idempotencyClaimTokens0016 from './migrations/0016-idempotency-claim-tokens.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -37,6 +38,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0013-assertion-use-batches': assertionUseBatches0013,
   '0014-environments-by-origin': environmentsByOrigin0014,
   '0015-code-auth-time-when-asked': codeAuthTimeWhenAsked0015,
+  '0016-idempotency-claim-tokens': idempotencyClaimTokens0016,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
