@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import path from 'node:path';
@@ -51,8 +51,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await stopOrphan(pgdata);
   const port = options.port && options.port > 0 ? options.port : await freePort();
   const log = options.onLog ?? (() => {});
-  const instance = new EmbeddedPostgres({
-    databaseDir: pgdata,
+  const clusterAt = (databaseDir: string) => new EmbeddedPostgres({
+    databaseDir,
     port,
     user: credentials.user,
     password: credentials.password,
@@ -64,7 +64,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     onLog: (message: string) => log(String(message).trim()),
     onError: (message: unknown) => log(String(message).trim()),
   });
-  if (!existsSync(path.join(pgdata, 'PG_VERSION'))) await instance.initialise();
+  if (!existsSync(path.join(pgdata, 'PG_VERSION'))) await initialiseCluster(pgdata, (staging) => clusterAt(staging).initialise());
+  const instance = clusterAt(pgdata);
   try {
     await instance.start();
   } catch (error) {
@@ -78,6 +79,18 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     urlFor,
     stop: () => (stopped ??= instance.stop()),
   };
+}
+
+/**
+ * initdb runs in a sibling directory, renamed into place once it has finished. A first start killed while initdb runs
+ * then leaves that sibling, which the next start removes and initialises again, instead of a pgdata that has
+ * PG_VERSION but no cluster: every later start would take it for a cluster, and Postgres would refuse it.
+ */
+async function initialiseCluster(pgdata: string, initialise: (directory: string) => Promise<void>): Promise<void> {
+  const staging = `${pgdata}.initdb`;
+  await rm(staging, { recursive: true, force: true });
+  await initialise(staging);
+  await rename(staging, pgdata);
 }
 
 /**

@@ -1,17 +1,20 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { processAlive, startEmbeddedPostgres } from '../../storage/embedded-postgres.js';
+import { processAlive, startEmbeddedPostgres, type RunningPostgres } from '../../storage/embedded-postgres.js';
 
 /**
  * The embedded Postgres restarting on a data directory left behind by an unclean end: a stale lock file whose pid
  * was reused, a first start killed during initdb, a postmaster that died before stop(), a port in use. Each test runs
  * its own cluster in its own directory (never the runner's).
  */
+const here = path.dirname(fileURLToPath(import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const dirs: string[] = [];
 const log: string[] = [];
@@ -31,6 +34,12 @@ test.after(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
+/** Whether initdb has begun writing a cluster anywhere in the directory (it writes PG_VERSION first). */
+async function initdbBegun(dir: string): Promise<boolean> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  return entries.some((e) => e.isDirectory() && existsSync(path.join(dir, e.name, 'PG_VERSION')));
+}
+
 test('a stale postmaster.pid naming an unrelated live process: the start leaves that process alone', async () => {
   const dir = await freshDir();
   const first = await startEmbeddedPostgres({ directory: dir, onLog });
@@ -49,6 +58,27 @@ test('a stale postmaster.pid naming an unrelated live process: the start leaves 
     assert.ok(processAlive(bystander.pid!) && ended === undefined, `the unrelated process (pid ${bystander.pid}) ended: ${ended}`);
   } finally {
     bystander.kill('SIGKILL');
+  }
+});
+
+test('a first start killed during initdb: the next start on the same directory comes up', async () => {
+  const dir = await freshDir();
+  const child = spawn(process.execPath, [path.join(here, 'embedded-start.fixture.js'), dir], { detached: true, stdio: 'ignore' });
+  const deadline = Date.now() + 60_000;
+  while (!(await initdbBegun(dir))) {
+    if (Date.now() > deadline) assert.unreachable('initdb never wrote PG_VERSION');
+    await sleep(5);
+  }
+  // The whole process group, initdb included: `docker kill`, a systemd stop timeout, an OOM kill of the cgroup.
+  process.kill(-child.pid!, 'SIGKILL');
+  await sleep(500);
+  let postgres: RunningPostgres | undefined;
+  try {
+    postgres = await startEmbeddedPostgres({ directory: dir, onLog });
+  } catch (error) {
+    assert.unreachable(`${error instanceof Error ? error.message : String(error)}\n${log.slice(-4).join('\n')}`);
+  } finally {
+    await postgres?.stop();
   }
 });
 
