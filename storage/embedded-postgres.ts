@@ -71,13 +71,14 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   } catch (error) {
     throw new Error(`embedded Postgres did not start in ${pgdata} (see its log above)`, { cause: error });
   }
+  const postmaster = await postmasterPidOf(pgdata);
   const urlFor = (database: string): string =>
     `postgres://${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
   let stopped: Promise<void> | undefined;
   return {
     connectionString: urlFor('postgres'),
     urlFor,
-    stop: () => (stopped ??= instance.stop()),
+    stop: () => (stopped ??= stopPostmaster(() => instance.stop(), postmaster, pgdata)),
   };
 }
 
@@ -91,6 +92,23 @@ async function initialiseCluster(pgdata: string, initialise: (directory: string)
   await rm(staging, { recursive: true, force: true });
   await initialise(staging);
   await rename(staging, pgdata);
+}
+
+/**
+ * The package's stop() sends SIGINT and waits for its child's 'exit' event, which has already been emitted when the
+ * postmaster died before (a crash, an OOM kill): it would wait forever, and the server's drain with it. The
+ * postmaster's pid is watched as well, and whichever sees it gone first ends the wait.
+ */
+async function stopPostmaster(stop: () => Promise<void>, pid: number | undefined, pgdata: string): Promise<void> {
+  let settled = false;
+  const viaPackage = stop().finally(() => {
+    settled = true;
+  });
+  if (pid === undefined) return viaPackage;
+  const viaPid = (async () => {
+    while (!settled && (await isPostmasterOf(pid, pgdata))) await new Promise((r) => setTimeout(r, 100));
+  })();
+  await Promise.race([viaPackage, viaPid]);
 }
 
 /**

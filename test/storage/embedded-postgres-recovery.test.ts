@@ -34,6 +34,9 @@ test.after(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
+const postmasterPid = async (dir: string): Promise<number> =>
+  Number((await readFile(path.join(dir, 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+
 /** Whether initdb has begun writing a cluster anywhere in the directory (it writes PG_VERSION first). */
 async function initdbBegun(dir: string): Promise<boolean> {
   const entries = await readdir(dir, { withFileTypes: true });
@@ -80,6 +83,17 @@ test('a first start killed during initdb: the next start on the same directory c
   } finally {
     await postgres?.stop();
   }
+});
+
+test('stop() settles when the postmaster has already died', async () => {
+  const dir = await freshDir();
+  const postgres = await startEmbeddedPostgres({ directory: dir, onLog });
+  const pid = await postmasterPid(dir);
+  process.kill(pid, 'SIGKILL');
+  while (processAlive(pid)) await sleep(20);
+  await sleep(200);
+  const outcome = await Promise.race([postgres.stop().then(() => 'stopped'), sleep(5_000).then(() => 'still pending after 5 s')]);
+  assert.is(outcome, 'stopped');
 });
 
 test('a port in use refuses the start promptly; the same directory then starts on a free port', async () => {
