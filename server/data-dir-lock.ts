@@ -1,6 +1,6 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { processAlive } from '../storage/embedded-postgres.js';
+import { processRuns } from '../storage/embedded-postgres.js';
 
 /**
  * One server per data directory. A server killed with -9 leaves its embedded Postgres running, and the next start
@@ -22,11 +22,6 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
   };
 }
 
-async function isNodeProcess(pid: number): Promise<boolean> {
-  if (!processAlive(pid)) return false;
-  // Where /proc exists, make sure the pid is still a Node process; elsewhere a live pid is taken at its word.
-  const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
-  if (command === undefined) return true;
-  const program = command.split('\0')[0] ?? '';
-  return program === process.execPath || /(^|\/)node(js)?$/.test(program);
+function isNodeProcess(pid: number): Promise<boolean> {
+  return processRuns(pid, ([program = '']) => program === process.execPath || /(^|\/)node(js)?$/.test(program));
 }

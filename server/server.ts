@@ -8,7 +8,7 @@ import type { ActorStore } from '../storage/actor-store.js';
 import { connectStorage, type StorageConnection } from '../storage/connect.js';
 import { claimDatabase } from '../storage/database-owner.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../storage/embedded-postgres.js';
-import { migrateToLatest } from '../storage/migrate.js';
+import { migrateDatabase } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
@@ -142,7 +142,7 @@ export async function startServer(
     });
     cleanups.push(() => storage.close());
     cleanups.push(await claimDatabase(databaseUrl, logger));
-    const applied = await migrateToLatest(storage.db);
+    const applied = await migrateDatabase(databaseUrl, `registry-coordination/${config.nodeId}/migrate`);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
 
     const store = new PostgresActorStore(storage);

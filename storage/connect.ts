@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, type PostgresCursor, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
 import type { Database } from './database.js';
 
 const INT8_OID = 20;
@@ -31,10 +31,21 @@ export interface ConnectOptions {
   readonly connectionString: string;
   readonly maxConnections?: number;
   readonly applicationName?: string;
-  /** Queries that take longer fail instead of holding a connection (and a caller) indefinitely. */
+  /**
+   * Queries that take longer fail instead of holding a connection (and a caller) indefinitely: Postgres cancels them,
+   * and the client gives up on a backend that does not answer at all (see QUERY_TIMEOUT_MARGIN_MS). 0 sets neither
+   * limit (the database's own default statement_timeout still applies).
+   */
   readonly statementTimeoutMs?: number;
   readonly onError?: (error: Error) => void;
 }
+
+/**
+ * The client's own limit is the statement timeout plus this: a backend that is alive cancels the statement itself
+ * first, which answers 57014 and keeps the connection; only a backend that answers nothing (a frozen host, a half-open
+ * TCP connection after a failover) reaches the client's limit, and its connection is then discarded.
+ */
+const QUERY_TIMEOUT_MARGIN_MS = 2_000;
 
 /** How long closing waits for the pool's connections to end before it gives up on them. */
 const CLOSE_WAIT_MS = 2_000;
@@ -51,11 +62,16 @@ function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
 }
 
 export function connectStorage(options: ConnectOptions): StorageConnection {
+  const statementTimeoutMs = options.statementTimeoutMs ?? 30_000;
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.maxConnections ?? 10,
     application_name: options.applicationName ?? 'registry-coordination',
-    statement_timeout: options.statementTimeoutMs ?? 30_000,
+    statement_timeout: statementTimeoutMs,
+    ...(statementTimeoutMs > 0 ? { query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS } : {}),
+    // A peer that vanished without closing the connection (host down, network cut) is noticed by the kernel's
+    // probes, so an idle connection does not wait forever for an answer that cannot come.
+    keepAlive: true,
     connectionTimeoutMillis: 5_000,
     types,
   });
@@ -72,7 +88,7 @@ export function connectStorage(options: ConnectOptions): StorageConnection {
       resolve();
     })));
   });
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: discardingUnanswered(pool) }) });
   let closed: Promise<void> | undefined;
   return {
     pool,
@@ -82,4 +98,51 @@ export function connectStorage(options: ConnectOptions): StorageConnection {
     // every shutdown log a connection error.
     close: () => (closed ??= db.destroy().then(() => settledWithin(Promise.all(open.values()), CLOSE_WAIT_MS))),
   };
+}
+
+/**
+ * The pool as Kysely sees it, except that a connection whose query failed without an answer from Postgres (the
+ * client's query timeout, a broken connection) is released as broken, so the pool closes it. Kysely releases every
+ * connection as healthy, and pg keeps a timed-out query as the connection's active one: reused, that connection would
+ * make every later query wait behind an answer that may never come. (pg-pool's own `pool.query` already releases a
+ * failed client as broken.)
+ */
+function discardingUnanswered(pool: pg.Pool): PostgresPool {
+  return {
+    options: pool.options,
+    connect: async () => new DiscardingClient(await pool.connect()),
+    end: () => pool.end(),
+  };
+}
+
+class DiscardingClient implements PostgresPoolClient {
+  readonly #client: pg.PoolClient;
+  #unanswered = false;
+
+  constructor(client: pg.PoolClient) {
+    this.#client = client;
+  }
+
+  /** Lets Kysely cancel a running query by its backend's pid (pg exposes it, untyped). */
+  get processID(): number | undefined {
+    return (this.#client as { processID?: number }).processID;
+  }
+
+  query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
+  query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
+  query<R>(statement: string | PostgresCursor<R>, parameters?: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+    // No cursor is configured on the dialect, so Kysely only ever sends text.
+    if (typeof statement !== 'string') throw new Error('streaming queries are not configured');
+    return this.#client.query(statement, [...(parameters ?? [])]).then(
+      (result) => result as unknown as PostgresQueryResult<R>,
+      (error: unknown) => {
+        if (!(error instanceof pg.DatabaseError)) this.#unanswered = true;
+        throw error;
+      },
+    );
+  }
+
+  release(destroy?: boolean): void {
+    this.#client.release(destroy === true || this.#unanswered);
+  }
 }

@@ -70,7 +70,8 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
 
 /** A connected client holding the lock, or undefined when another session holds it. */
 async function lockingClient(connectionString: string): Promise<pg.Client | undefined> {
-  const client = new pg.Client({ connectionString, application_name: 'registry-coordination/owner' });
+  // Keepalive: a half-open connection (the database's host gone without a word) must end, so the lock is claimed again.
+  const client = new pg.Client({ connectionString, application_name: 'registry-coordination/owner', keepAlive: true });
   client.on('error', () => {});
   await client.connect();
   try {

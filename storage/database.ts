@@ -86,6 +86,8 @@ export interface IdempotencyRecordTable {
   status: ColumnType<number | null, number | null, number | null>;
   headers: ColumnType<Record<string, string> | null, string | null, string | null>;
   body: ColumnType<Buffer | null, Buffer | null, Buffer | null>;
+  /** The token of the request that holds a pending claim (NULL for claims made before tokens existed). */
+  claim: NullableText;
   created_at: Generated<Date>;
   expires_at: Timestamp;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import path from 'node:path';
@@ -51,8 +51,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await stopOrphan(pgdata);
   const port = options.port && options.port > 0 ? options.port : await freePort();
   const log = options.onLog ?? (() => {});
-  const instance = new EmbeddedPostgres({
-    databaseDir: pgdata,
+  const clusterAt = (databaseDir: string) => new EmbeddedPostgres({
+    databaseDir,
     port,
     user: credentials.user,
     password: credentials.password,
@@ -64,20 +64,51 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     onLog: (message: string) => log(String(message).trim()),
     onError: (message: unknown) => log(String(message).trim()),
   });
-  if (!existsSync(path.join(pgdata, 'PG_VERSION'))) await instance.initialise();
+  if (!existsSync(path.join(pgdata, 'PG_VERSION'))) await initialiseCluster(pgdata, (staging) => clusterAt(staging).initialise());
+  const instance = clusterAt(pgdata);
   try {
     await instance.start();
   } catch (error) {
     throw new Error(`embedded Postgres did not start in ${pgdata} (see its log above)`, { cause: error });
   }
+  const postmaster = await postmasterPidOf(pgdata);
   const urlFor = (database: string): string =>
     `postgres://${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
   let stopped: Promise<void> | undefined;
   return {
     connectionString: urlFor('postgres'),
     urlFor,
-    stop: () => (stopped ??= instance.stop()),
+    stop: () => (stopped ??= stopPostmaster(() => instance.stop(), postmaster, pgdata)),
   };
+}
+
+/**
+ * initdb runs in a sibling directory, renamed into place once it has finished. A first start killed while initdb runs
+ * then leaves that sibling, which the next start removes and initialises again, instead of a pgdata that has
+ * PG_VERSION but no cluster: every later start would take it for a cluster, and Postgres would refuse it.
+ */
+async function initialiseCluster(pgdata: string, initialise: (directory: string) => Promise<void>): Promise<void> {
+  const staging = `${pgdata}.initdb`;
+  await rm(staging, { recursive: true, force: true });
+  await initialise(staging);
+  await rename(staging, pgdata);
+}
+
+/**
+ * The package's stop() sends SIGINT and waits for its child's 'exit' event, which has already been emitted when the
+ * postmaster died before (a crash, an OOM kill): it would wait forever, and the server's drain with it. The
+ * postmaster's pid is watched as well, and whichever sees it gone first ends the wait.
+ */
+async function stopPostmaster(stop: () => Promise<void>, pid: number | undefined, pgdata: string): Promise<void> {
+  let settled = false;
+  const viaPackage = stop().finally(() => {
+    settled = true;
+  });
+  if (pid === undefined) return viaPackage;
+  const viaPid = (async () => {
+    while (!settled && (await isPostmasterOf(pid, pgdata))) await new Promise((r) => setTimeout(r, 100));
+  })();
+  await Promise.race([viaPackage, viaPid]);
 }
 
 /**
@@ -110,13 +141,46 @@ async function loadOrCreateCredentials(directory: string): Promise<Credentials> 
  * (fast shutdown: it is consistent on disk) so this start can own the directory.
  */
 async function stopOrphan(pgdata: string): Promise<void> {
-  const pidFile = path.join(pgdata, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
+  const pid = await postmasterPidOf(pgdata);
+  if (pid === undefined || !processAlive(pid)) return;
+  if (!(await isPostmasterOf(pid, pgdata))) {
+    // The postmaster that wrote the file is gone and its pid, reused since (a reboot, a container restart), names an
+    // unrelated process, which is left alone. Postgres refuses to start while the pid in its lock file lives, so the
+    // stale file goes.
+    await rm(path.join(pgdata, 'postmaster.pid'), { force: true });
+    return;
+  }
   process.kill(pid, 'SIGINT');
   for (let waited = 0; waited < 15_000 && processAlive(pid); waited += 100) await new Promise((r) => setTimeout(r, 100));
   if (processAlive(pid)) throw new Error(`a Postgres (pid ${pid}) still runs on ${pgdata} and did not stop`);
+}
+
+/** The pid on the first line of the data directory's postmaster.pid, if there is one. */
+async function postmasterPidOf(pgdata: string): Promise<number | undefined> {
+  const content = await readFile(path.join(pgdata, 'postmaster.pid'), 'utf8').catch(() => undefined);
+  const pid = Number(content?.split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** Whether `pid` is a postmaster running on `pgdata` (as this module starts it: `postgres -D <pgdata> …`). */
+function isPostmasterOf(pid: number, pgdata: string): Promise<boolean> {
+  return processRuns(pid, ([program = '', ...args]) => {
+    const dir = args.indexOf('-D');
+    return path.basename(program) === 'postgres' && dir >= 0 && path.resolve(args[dir + 1] ?? '') === pgdata;
+  });
+}
+
+/**
+ * Whether process `pid` lives and runs what `expected` accepts, judged by its command line in /proc: a pid read from a
+ * file that a process left behind may since have been given to any other process. Where there is no /proc, a live
+ * pid is taken at its word.
+ */
+export async function processRuns(pid: number, expected: (argv: readonly string[]) => boolean): Promise<boolean> {
+  if (!processAlive(pid)) return false;
+  const command = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
+  // Unreadable while /proc exists: the process ended in between.
+  if (command === undefined) return !existsSync('/proc/self/cmdline');
+  return expected(command.split('\0'));
 }
 
 /** Whether a process of this pid exists (signal 0 checks without sending anything). */

@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import { connectStorage } from './connect.js';
 import type { Database } from './database.js';
 import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely/migration';
 import * as core0001 from './migrations/0001-core.js';
@@ -16,6 +17,7 @@ import * as deviceAssertionUses0012 from './migrations/0012-device-assertion-use
 import * as assertionUseBatches0013 from './migrations/0013-assertion-use-batches.js';
 import * as environmentsByOrigin0014 from './migrations/0014-environments-by-origin.js';
 import * as codeAuthTimeWhenAsked0015 from './migrations/0015-code-auth-time-when-asked.js';
+import * as idempotencyClaimTokens0016 from './migrations/0016-idempotency-claim-tokens.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -37,9 +39,35 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0013-assertion-use-batches': assertionUseBatches0013,
   '0014-environments-by-origin': environmentsByOrigin0014,
   '0015-code-auth-time-when-asked': codeAuthTimeWhenAsked0015,
+  '0016-idempotency-claim-tokens': idempotencyClaimTokens0016,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
+
+/**
+ * Migrates the database a server starts on, on a connection of its own with no statement timeout on either side.
+ *
+ * The request pool's limits are sized for requests; a migration that rewrites a whole table (0011 copies the journal,
+ * which only grows) outlasts them on a large database, its transaction rolls back, and every later start fails the
+ * same way. The limit is switched off explicitly because a database's or role's default statement_timeout would
+ * otherwise apply to the connection.
+ */
+export async function migrateDatabase(connectionString: string, applicationName?: string): Promise<readonly string[]> {
+  const connection = connectStorage({
+    connectionString,
+    maxConnections: 1,
+    statementTimeoutMs: 0,
+    ...(applicationName === undefined ? {} : { applicationName }),
+  });
+  try {
+    return await connection.db.connection().execute(async (db) => {
+      await sql`SET statement_timeout = 0`.execute(db);
+      return migrateToLatest(db);
+    });
+  } finally {
+    await connection.close();
+  }
+}
 
 export async function migrateToLatest(db: Kysely<Database>): Promise<readonly string[]> {
   return applied(await migrator(db).migrateToLatest());

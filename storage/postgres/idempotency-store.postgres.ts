@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import type { IdempotencyClaim, IdempotencyStore, StoredResult } from '../idempotency-store.js';
@@ -19,17 +20,18 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   }
 
   async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
+    const claim = randomBytes(16).toString('base64url');
     // Insert, or take over a record that has expired (a finished one past retention or an abandoned claim).
     const claimed = await sql<{ scope: string }>`
-      INSERT INTO idempotency_records (scope, key, fingerprint, state, expires_at)
-      VALUES (${scope}, ${key}, ${fingerprint}, 'pending',
+      INSERT INTO idempotency_records (scope, key, fingerprint, state, claim, expires_at)
+      VALUES (${scope}, ${key}, ${fingerprint}, 'pending', ${claim},
               now() + make_interval(secs => ${this.#timings.claimTimeoutSeconds}))
       ON CONFLICT (scope, key) DO UPDATE
-         SET fingerprint = excluded.fingerprint, state = 'pending', status = NULL, headers = NULL, body = NULL,
-             created_at = now(), expires_at = excluded.expires_at
+         SET fingerprint = excluded.fingerprint, state = 'pending', claim = excluded.claim, status = NULL,
+             headers = NULL, body = NULL, created_at = now(), expires_at = excluded.expires_at
        WHERE idempotency_records.expires_at < now()
       RETURNING scope`.execute(this.#db);
-    if (claimed.rows.length > 0) return { kind: 'started' };
+    if (claimed.rows.length > 0) return { kind: 'started', claim };
     const existing = await this.#db
       .selectFrom('idempotency_records')
       .select(['fingerprint', 'state', 'status', 'headers', 'body'])
@@ -46,7 +48,7 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
     };
   }
 
-  async complete(scope: string, key: string, fingerprint: string, result: StoredResult): Promise<void> {
+  async complete(scope: string, key: string, claim: string, result: StoredResult): Promise<void> {
     await this.#db
       .updateTable('idempotency_records')
       .set({
@@ -58,17 +60,17 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       })
       .where('scope', '=', scope)
       .where('key', '=', key)
-      .where('fingerprint', '=', fingerprint)
+      .where('claim', '=', claim)
       .where('state', '=', 'pending')
       .execute();
   }
 
-  async abandon(scope: string, key: string, fingerprint: string): Promise<void> {
+  async abandon(scope: string, key: string, claim: string): Promise<void> {
     await this.#db
       .deleteFrom('idempotency_records')
       .where('scope', '=', scope)
       .where('key', '=', key)
-      .where('fingerprint', '=', fingerprint)
+      .where('claim', '=', claim)
       .where('state', '=', 'pending')
       .execute();
   }

@@ -84,10 +84,10 @@ export async function runIdempotently(
   try {
     result = await execute();
   } catch (error) {
-    await store.abandon(scope, key, fingerprint).catch(() => {});
+    await store.abandon(scope, key, existing.claim).catch(() => {});
     throw error;
   }
-  if (result.status >= 500) await store.abandon(scope, key, fingerprint);
-  else await store.complete(scope, key, fingerprint, result);
+  if (result.status >= 500) await store.abandon(scope, key, existing.claim);
+  else await store.complete(scope, key, existing.claim, result);
   return { ...result, replayed: false };
 }

@@ -1,0 +1,81 @@
+import pg from 'pg';
+import { sql } from 'kysely';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { migrateDatabase, migrateTo, migrateToLatest } from '../../storage/migrate.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/**
+ * The migrations on databases that hold data: every down path restores what its up found, and servers starting at
+ * once on a fresh database migrate it once, through the path a server migrates with.
+ */
+const MIGRATIONS = [
+  '0001-core', '0002-signing-keys', '0003-access', '0004-review-host', '0005-runtime', '0006-plugin-settings',
+  '0007-plugin-configuration', '0008-plugin-grants', '0009-unused-codes-by-browser', '0010-codes-by-browser',
+  '0011-journal-segments', '0012-device-assertion-uses', '0013-assertion-use-batches', '0014-environments-by-origin',
+  '0015-code-auth-time-when-asked', '0016-idempotency-claim-tokens',
+];
+
+/** Tables, columns, constraints, indexes, triggers and functions of `public`, one line each (kysely's own excluded). */
+async function schemaOf(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ x: string }>(`
+    SELECT 'col ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS x
+      FROM information_schema.columns WHERE table_schema = 'public' AND table_name NOT LIKE 'kysely%'
+    UNION ALL SELECT 'con ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+      FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text NOT LIKE 'kysely%'
+    UNION ALL SELECT 'idx ' || indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename NOT LIKE 'kysely%'
+    UNION ALL SELECT 'trg ' || pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
+    UNION ALL SELECT 'fn ' || proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+    ORDER BY 1`);
+  return rows.map((r) => r.x);
+}
+
+async function withDatabase(run: (db: TestDatabase) => Promise<void>): Promise<void> {
+  const db = await createTestDatabase();
+  try {
+    await run(db);
+  } finally {
+    await db.drop();
+  }
+}
+
+test('every down migration restores the schema its up found, with rows in the tables it touches', () =>
+  withDatabase(async (db) => {
+    const { db: kdb, pool } = db.connection;
+    await migrateTo(kdb, MIGRATIONS[0]!);
+    const before = new Map<string, string[]>();
+    for (const name of MIGRATIONS.slice(1)) {
+      before.set(name, await schemaOf(pool));
+      await migrateTo(kdb, name);
+      if (name === '0010-codes-by-browser') {
+        await sql`INSERT INTO actor_journal (kind, key, version, epoch, event, at) VALUES ('k', 'a', 1, 1, '{"n":1}', now()), ('k', 'a', 2, 1, '{"n":2}', now())`.execute(kdb);
+      }
+      if (name === '0012-device-assertion-uses') {
+        await sql`INSERT INTO device_assertion_uses (id, expires_at) VALUES ('d:1', now() + interval '1 hour')`.execute(kdb);
+      }
+    }
+    await sql`INSERT INTO environments (id, origin, owner_account_id) VALUES ('e1', 'https://e.example', 'acc')`.execute(kdb);
+    await sql`INSERT INTO oidc_clients (client_id, kind, name, redirect_uris) VALUES ('c1', 'cli', 'cli', '[]')`.execute(kdb);
+    await sql`
+      INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, account_id, account_epoch, browser_id, auth_time, expires_at)
+      VALUES ('h1', 'c1', 'http://x', 'cc', '[]', 'acc', 1, 'b1', NULL, now())`.execute(kdb);
+    await sql`INSERT INTO plugin_installations (environment_id, plugin_id, installed_by, installed_at, configuration) VALUES ('e1', 'p', 'acc', now(), '{}')`.execute(kdb);
+    await sql`
+      INSERT INTO idempotency_records (scope, key, fingerprint, state, claim, expires_at)
+      VALUES ('account:a', 'idem-key-0123456789', 'fp', 'pending', 'token', now() + interval '1 minute')`.execute(kdb);
+    for (let i = MIGRATIONS.length - 1; i >= 1; i--) {
+      await migrateTo(kdb, MIGRATIONS[i - 1]!);
+      assert.equal(await schemaOf(pool), before.get(MIGRATIONS[i]!), `down of ${MIGRATIONS[i]}`);
+    }
+    assert.equal(await migrateToLatest(kdb), MIGRATIONS.slice(1));
+  }));
+
+test('four servers migrating a fresh database at once: one applies every migration, none fails', () =>
+  withDatabase(async (db) => {
+    await migrateTo(db.connection.db, MIGRATIONS[0]!);
+    const outcomes = await Promise.allSettled(Array.from({ length: 4 }, () => migrateDatabase(db.url)));
+    const applied = outcomes.map((o) => (o.status === 'fulfilled' ? o.value.length : `error: ${String(o.reason)}`));
+    assert.equal([...applied].sort(), [0, 0, 0, MIGRATIONS.length - 1], JSON.stringify(applied));
+  }));
+
+test.run();
