@@ -60,59 +60,163 @@ export interface DurableAssertionUses {
   unexpired(now: number): Promise<ReadonlyArray<{ readonly id: string; readonly expiresAt: number }>>;
 }
 
+/** How many used ids the replay guard holds: in all, and for any one device. */
+export interface ReplayGuardLimits {
+  /** Every device's together: a backstop for memory; past it every device is refused 503 `replay_guard_full`. */
+  readonly total?: number;
+  /**
+   * One device's share: past it only that device is refused (429 `device_assertion_quota_exceeded`), so one busy or
+   * hostile device cannot fill the table and lock every other device out.
+   */
+  readonly perDevice?: number;
+}
+
+/** The memory backstop: ids held by every device together. */
+export const REPLAY_GUARD_TOTAL = 1_000_000;
+/**
+ * An id is held until its `iat` plus the 60 s window, so a device with a right clock may sign 100 requests a second
+ * sustained (bursts of 6,000): room for any honest client of the Device plane, while it takes 167 devices at their
+ * share to reach the total.
+ */
+export const REPLAY_GUARD_PER_DEVICE = 6_000;
+
+/** The ids of one device, and when a refusal of it was last worked out to end (no scan until then). */
+interface DeviceIds {
+  readonly ids: Map<string, number>;
+  fullUntil: number;
+}
+
 /**
  * Remembers assertion ids until they could no longer pass the time check, so each is accepted once. Memory decides
  * every check, at once and for concurrent uses of one id alike; the durable record is written before the request
  * acts and read back by `open`, so an id used before a restart is still refused after it. One process owns the
  * record (claimDatabase keeps a second server off the database; cluster mode must add a shared check).
+ *
+ * Ids are `<deviceId>:<jti>` (a jti has no colon), and each device may hold `perDevice` of them at once.
  */
 export class ReplayGuard {
-  readonly #seen = new Map<string, number>();
+  readonly #byDevice = new Map<string, DeviceIds>();
+  /** Ids held, every device's together. */
+  #size = 0;
   readonly #clock: Clock;
   readonly #durable: DurableAssertionUses;
-  readonly #limit: number;
+  readonly #total: number;
+  readonly #perDevice: number;
   #sweepAt = 0;
 
-  private constructor(clock: Clock, durable: DurableAssertionUses, limit: number) {
+  private constructor(clock: Clock, durable: DurableAssertionUses, total: number, perDevice: number) {
     this.#clock = clock;
     this.#durable = durable;
-    this.#limit = limit;
+    this.#total = total;
+    this.#perDevice = perDevice;
   }
 
   /** A guard that already remembers every id the durable record holds inside its window. */
-  static async open(clock: Clock, durable: DurableAssertionUses, limit = 1_000_000): Promise<ReplayGuard> {
-    const guard = new ReplayGuard(clock, durable, limit);
-    for (const use of await durable.unexpired(clock.now())) guard.#seen.set(use.id, use.expiresAt);
+  static async open(clock: Clock, durable: DurableAssertionUses, limits: ReplayGuardLimits = {}): Promise<ReplayGuard> {
+    const total = limits.total ?? REPLAY_GUARD_TOTAL;
+    const perDevice = limits.perDevice ?? Math.min(REPLAY_GUARD_PER_DEVICE, total);
+    if (!Number.isInteger(total) || total <= 0) throw new RangeError('the replay guard total must be a positive integer');
+    if (!Number.isInteger(perDevice) || perDevice <= 0 || perDevice > total) {
+      throw new RangeError('the replay guard per-device share must be a positive integer no larger than the total');
+    }
+    const guard = new ReplayGuard(clock, durable, total, perDevice);
+    // Reloaded beyond the limits if the record holds more (limits lowered across a restart): they only delay admissions.
+    for (const use of await durable.unexpired(clock.now())) guard.#remember(use.id, use.expiresAt);
     return guard;
   }
 
-  /** True when `id` is new (and now remembered until `expiresAt`), false for a replay. */
+  /**
+   * True when `id` is new (and now remembered until `expiresAt`), false for a replay. Throws 429
+   * `device_assertion_quota_exceeded` when the id's device holds its share already, 503 `replay_guard_full` when all
+   * devices together hold the total.
+   */
   async firstUse(id: string, expiresAt: number): Promise<boolean> {
     const now = this.#clock.now();
     if (now >= this.#sweepAt) this.#sweep(now);
-    const known = this.#seen.get(id);
-    if (known !== undefined && known > now) return false;
-    if (this.#seen.size >= this.#limit) {
+    const known = this.#byDevice.get(deviceOf(id))?.ids.get(id);
+    if (known !== undefined) {
+      if (known > now) return false;
+      // Past its window but not swept yet: it holds no place in the counts below.
+      this.#forget(id);
+    }
+    const device = this.#byDevice.get(deviceOf(id));
+    if (device && device.ids.size >= this.#perDevice) this.#refuseOverShare(device, now);
+    if (this.#size >= this.#total) {
       throw new HttpError(503, 'replay_guard_full', 'too many device assertions in flight; retry shortly', {
         family: 'coordination',
         headers: { 'retry-after': '1' },
       });
     }
-    this.#seen.set(id, expiresAt);
+    this.#remember(id, expiresAt);
     try {
       await this.#durable.record(id, expiresAt);
       return true;
     } catch (error) {
       // Not recorded, and the request does not act: the same assertion may be presented again once the store answers.
-      this.#seen.delete(id);
+      this.#forget(id);
       throw error;
     }
   }
 
+  /**
+   * The device holds its share: its ids past their window (the sweep runs every 5 s) are dropped first, and if it
+   * still holds its share it is refused until its earliest id leaves the window. That time is kept, so a device
+   * hammering while refused costs a lookup, not a scan of its ids.
+   */
+  #refuseOverShare(device: DeviceIds, now: number): void {
+    if (now >= device.fullUntil) {
+      let earliest = Number.POSITIVE_INFINITY;
+      for (const [id, expiresAt] of device.ids) {
+        if (expiresAt <= now) {
+          device.ids.delete(id);
+          this.#size -= 1;
+        } else if (expiresAt < earliest) earliest = expiresAt;
+      }
+      if (device.ids.size < this.#perDevice) return;
+      device.fullUntil = earliest;
+    }
+    const seconds = Math.max(1, Math.ceil((device.fullUntil - now) / 1000));
+    throw new HttpError(429, 'device_assertion_quota_exceeded', `this device has ${this.#perDevice} assertions inside their time window; retry in ${seconds} s`, {
+      family: 'account_policy',
+      headers: { 'retry-after': String(seconds) },
+    });
+  }
+
+  #remember(id: string, expiresAt: number): void {
+    const key = deviceOf(id);
+    let device = this.#byDevice.get(key);
+    if (!device) this.#byDevice.set(key, (device = { ids: new Map(), fullUntil: 0 }));
+    if (!device.ids.has(id)) this.#size += 1;
+    device.ids.set(id, expiresAt);
+  }
+
+  #forget(id: string): void {
+    const key = deviceOf(id);
+    const device = this.#byDevice.get(key);
+    if (!device?.ids.delete(id)) return;
+    this.#size -= 1;
+    // A place freed before the time a refusal worked out: the next use looks again instead of refusing.
+    device.fullUntil = 0;
+    if (device.ids.size === 0) this.#byDevice.delete(key);
+  }
+
   #sweep(now: number): void {
-    for (const [id, expiresAt] of this.#seen) if (expiresAt <= now) this.#seen.delete(id);
+    for (const [key, device] of this.#byDevice) {
+      for (const [id, expiresAt] of device.ids) {
+        if (expiresAt > now) continue;
+        device.ids.delete(id);
+        this.#size -= 1;
+      }
+      if (device.ids.size === 0) this.#byDevice.delete(key);
+    }
     this.#sweepAt = now + 5_000;
   }
+}
+
+/** The device part of a `<deviceId>:<jti>` id: a jti is `[A-Za-z0-9_-]`, so the last colon separates them. */
+function deviceOf(id: string): string {
+  const colon = id.lastIndexOf(':');
+  return colon < 0 ? id : id.slice(0, colon);
 }
 
 export class DeviceAssertionVerifier {

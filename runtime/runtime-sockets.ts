@@ -114,7 +114,8 @@ const closeFor = (reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): num
  * its code. While open it renews the lease, so an open page never lapses.
  *
  * The control channel (`/v1/runtime/control`) takes only a control token, is read-only (any client message closes it
- * with 1008), and streams the session's activity and browser-wide sign-out.
+ * with 1008), and streams the session's activity and browser-wide sign-out. One per session, as for the runtime
+ * socket: a newer one replaces the older, which closes 4411.
  */
 export function runtimeSockets(deps: RuntimeSocketDependencies): {
   runtime: WebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>;
@@ -138,8 +139,13 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     return false;
   };
 
-  /** Control channels open on this node. */
-  const controls = new Set<ControlConn>();
+  /**
+   * The open control channels on this node, one per session, like the runtime sockets: a session is one page (each tab
+   * creates its own), so a second channel of a session is that page reconnecting before its old channel died. The
+   * newer replaces the older (4411). Without the bound one control token, replayed for its five minutes, could hold
+   * any number of channels, each a subscription and a buffer on the server.
+   */
+  const controlBySession = new Map<string, ControlConn>();
   /**
    * The open runtime sockets, one per session: a newer one replaces the older (a page reconnecting before its old
    * socket died), which is closing and no longer renewed or checked.
@@ -174,7 +180,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   let renewal: TimerHandle | undefined;
   const renewEvery = Math.max(1_000, Math.floor(sessions.leaseTtlMs / 3));
   const renewAll = (): void => {
-    checkSignIns(bySession.values(), controls);
+    checkSignIns(bySession.values(), controlBySession.values());
     for (const conn of bySession.values()) {
       const { caller, sessionId, leaseId } = conn.user;
       sessions.renew(caller.accountId, { sessionId, leaseId }).then(
@@ -302,7 +308,10 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     },
     async onOpen(conn) {
       const { owner, sessionId } = conn.user;
-      controls.add(conn);
+      // Before anything awaits, so two channels opening together cannot both stay: the later one replaces.
+      const previous = controlBySession.get(sessionId);
+      controlBySession.set(sessionId, conn);
+      previous?.close(RuntimeCloseCode.replaced, 'replaced by a newer control channel of this session');
       // Activities can be published in another order than they happened (racing activations); each carries its place
       // in the session's history, and one older than what the page was already told is dropped. Until the state at
       // connection is sent, activities wait, so `connected` is always the first message.
@@ -340,7 +349,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       for (const [event, order] of published) tell(event, order);
     },
     onClose(conn) {
-      controls.delete(conn);
+      if (controlBySession.get(conn.user.sessionId) === conn) controlBySession.delete(conn.user.sessionId);
       conn.user.unsubscribe?.();
     },
   });

@@ -15,8 +15,9 @@ const CLOSE_CODES =
   `first); 4008 slow consumer; 4029 over the message rate; ${RuntimeCloseCode.revoked} revoked (browser logout, or the ` +
   `sign-in ended: a device of the account signed out or was removed); ` +
   `${RuntimeCloseCode.superseded} superseded (another Runtime of the person took the lease); ${RuntimeCloseCode.released} ` +
-  `session released; ${RuntimeCloseCode.replaced} replaced (a newer runtime socket of the same session opened: one ` +
-  `per session); ${RuntimeCloseCode.lapsed} the lease lapsed.`;
+  `session released; ${RuntimeCloseCode.replaced} replaced (a newer socket of the same kind and session opened: one ` +
+  `runtime socket and one control channel per session); ` +
+  `${RuntimeCloseCode.lapsed} the lease lapsed.`;
 
 /**
  * The AsyncAPI 3.0.0 description of the Runtime plane's WebSockets, built from the same zod schemas that validate the
@@ -90,7 +91,9 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
         description:
           'Read-only, for a session in any live state (standby, active, superseded), with a control token from ' +
           '`POST /v1/runtime/control-token`. It streams the session\'s activity and browser-wide sign-out. Any client ' +
-          'message closes it with 1008, so it cannot be used for presence or plugin APIs.',
+          'message closes it with 1008, so it cannot be used for presence or plugin APIs. One per session (a session ' +
+          'is one page; each tab has its own): a newer channel of the session replaces the older, which closes ' +
+          `${RuntimeCloseCode.replaced}.`,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs(Object.keys(controlOut)),
       },

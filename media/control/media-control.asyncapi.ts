@@ -70,7 +70,8 @@ export function buildMediaControlAsyncApi(options: { serverHost: string; version
         'The WebSocket of the Media plugin\'s backend component `control`: call signaling, space membership, media ' +
           'authorization and moderation. Media itself flows over WebRTC to the SFU; this channel negotiates it.',
         `Limits: maxMessageBytes ${MEDIA_LIMITS.maxMessageBytes}, requestsPerMinute ${MEDIA_LIMITS.requestsPerMinute} ` +
-          `(a token bucket per connection), maxParticipantsPerContext ${MEDIA_LIMITS.maxParticipantsPerContext}, ` +
+          `(a token bucket per person, the Environment's actor, shared by their reconnects: reconnecting does not ` +
+          `start a fresh budget), maxParticipantsPerContext ${MEDIA_LIMITS.maxParticipantsPerContext}, ` +
           `maxConcurrentSessions ${MEDIA_LIMITS.maxConcurrentSessions} (a newer connection of the same person replaces the older).`,
         'Frames are JSON text (subprotocol `registry.v1.json`, the default) or msgpack binary (`registry.v1.msgpack`); ' +
           'browsers offer the grant as one more subprotocol, `registry.bearer.<grant>`, never echoed. Every request ' +

@@ -5,7 +5,7 @@ import type { LivePluginGrant, PluginGrants } from '../../runtime/plugin-grants.
 import type { RuntimeActivity } from '../../runtime/runtime-activity.js';
 import { HttpError } from '../../transport/http/errors.js';
 import { socketBearer } from '../../transport/ws/codecs.js';
-import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
+import { defineWebSocketEndpoint, KeyedTokenBuckets, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
 import {
   MEDIA_LIMITS,
   MEDIA_PROTOCOL_VERSION,
@@ -71,8 +71,8 @@ const refuse = (status: number, code: string, message: string): HttpError => new
  * names a room of the Environment. It lives as long as the grant: the grant's expiry (unless refreshed), its
  * revocation, the end of its Runtime fence (supersession, release, lapse, logout) or of its sign-in (a device signed
  * out or removed), and a newer connection of the same person (maxConcurrentSessions 1) each close it with a
- * `session.ended` first. Limits: maxMessageBytes and requestsPerMinute
- * per connection (the framework's 1009 and 4029), maxParticipantsPerContext connections per room (429 at upgrade).
+ * `session.ended` first. Limits: maxMessageBytes per message and requestsPerMinute per person, across their
+ * reconnects (the framework's 1009 and 4029), maxParticipantsPerContext connections per room (429 at upgrade).
  */
 export function mediaControlSocket(deps: MediaControlSocketDeps): {
   endpoint: WebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>;
@@ -85,6 +85,11 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
   /** Open connections per room. */
   const perRoom = new Map<string, Set<MediaConnection>>();
   const memberKey = (grant: LivePluginGrant): string => `${grant.environmentId} ${grant.actorId}`;
+  /**
+   * requestsPerMinute is the person's, keyed as their one connection is: a reconnect (which replaces the older
+   * connection) draws from the same bucket, so it cannot buy a fresh 600. Buckets go once refilled (a minute idle).
+   */
+  const budgets = new KeyedTokenBuckets(limits.requestsPerMinute);
 
   const end = (conn: MediaConnection, reason: 'replaced' | 'grant_expired' | 'grant_ended', code: number): void => {
     conn.send({ type: 'session.ended', reason });
@@ -153,6 +158,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     maxBackpressureBytes: 1024 * 1024,
     idleTimeoutSeconds: 32,
     messagesPerMinute: limits.requestsPerMinute,
+    messageBudget: (user) => budgets.budget(memberKey(user.grant)),
     inbound: MediaV2ClientMessageSchema,
     errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, requestId: error.requestId, ...(error.details ? { details: [...error.details] } : {}) }),
     async authenticate(upgrade) {

@@ -9,12 +9,12 @@ import { MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from '../../me
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { mediaGrant, mediaWorld, MediaControlClient } from '../support/media-control.js';
-import type { RuntimePerson, TestEnvironment } from '../support/runtime.js';
+import { runtimePerson, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /**
  * The Media control plane over real WebSockets against the real server (Postgres, room actors, mediasoup workers):
- * each refusal at the upgrade, the limits, one connection per person, the end of the grant's fence, then a stage's
+ * each refusal at the upgrade, the limits (requestsPerMinute per person, across reconnects), one connection per person, the end of the grant's fence, then a stage's
  * floor control and the publisher-authority callback. Real audio in Chromium is test/media/media-e2e.test.ts.
  */
 let db: TestDatabase;
@@ -93,12 +93,37 @@ test('limits: a message over 16384 bytes closes 1009; more than 600 requests a m
   big.sendRaw(JSON.stringify({ type: 'ping', id: 'x', pad: 'a'.repeat(16_400) }));
   assert.is(await big.closed, 1009);
 
-  const chatty = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'town-hall'), world.origin);
+  // A person of their own: the budget is the person's, and spending lia's would starve the tests after this one.
+  const cy = await runtimePerson(server, 'chatty-cy');
+  const cyPage = await (await cy.runtime(world)).open();
+  const chatty = await MediaControlClient.connect(server.url, await mediaGrant(cyPage, 'town-hall'), world.origin);
   const pong = await chatty.request('ping');
   assert.is(pong.ok, true);
   for (let i = 0; i < 600; i += 1) chatty.sendRaw(JSON.stringify({ type: 'ping', id: `p${i}` }));
   assert.is(await chatty.closed, 4029);
   assert.ok(chatty.pushes.some((p) => p.type === 'error' && p.code === 'rate_limited'));
+});
+
+test("requestsPerMinute is the person's: reconnecting does not buy another 600 requests in the same minute", async () => {
+  const rey = await runtimePerson(server, 'reconnecting-rey');
+  const grant = await mediaGrant(await (await rey.runtime(world)).open(), 'town-hall');
+  const started = performance.now();
+  let answered = 0;
+  const closeCodes: number[] = [];
+  for (let round = 0; round < 5; round++) {
+    const conn = await MediaControlClient.connect(server.url, grant, world.origin);
+    // 600 requests at once, a whole minute's budget; over it the connection closes 4029 and the rest go unanswered.
+    const replies = await Promise.all(Array.from({ length: 600 }, () => conn.request('ping').then((r) => r.ok, () => false)));
+    answered += replies.filter(Boolean).length;
+    if (conn.closeCode === undefined) conn.close();
+    closeCodes.push(await conn.closed);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  // A token bucket: a burst of 600, then 600 a minute (10 a second) for as long as the test ran, and no more.
+  const allowed = 600 + Math.ceil(seconds * 10);
+  assert.ok(answered >= 600, `the first connection had its whole budget (${answered} answered)`);
+  assert.ok(answered <= allowed, `one person had ${answered} requests answered in ${seconds.toFixed(1)} s over 5 connections (allowed ${allowed})`);
+  assert.equal(closeCodes.slice(1), [4029, 4029, 4029, 4029], 'every reconnect found the budget spent');
 });
 
 test('maxConcurrentSessions 1: a newer connection of the same person replaces the older (session.ended replaced, 4409)', async () => {

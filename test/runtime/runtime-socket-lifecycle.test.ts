@@ -12,7 +12,7 @@ import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '.
 
 /**
  * The lifetimes of the Runtime plane's sockets: one runtime socket per session (a newer one replaces the older, whose
- * close must not take the live one's presence along), sockets that close the moment their sign-in ends without a
+ * close must not take the live one's presence along), one control channel per session likewise, sockets that close the moment their sign-in ends without a
  * logout, and a logout whose Runtime step failed once that the browser can retry.
  */
 let db: TestDatabase;
@@ -83,6 +83,32 @@ test('one session holds one runtime socket: opening five leaves only the newest 
   assert.is(sockets.at(-1)!.ws.readyState, WebSocket.OPEN);
   sockets.at(-1)!.ws.close();
   await page.release();
+});
+
+test('one control token opens a bounded number of control channels: one per session, the newer replacing the older (4411)', async () => {
+  const page = await (await ida.runtime(env)).open();
+  const token = await controlToken(page);
+  const attempts = 40;
+  const sockets: Socket[] = [];
+  let refusedCount = 0;
+  for (let i = 0; i < attempts; i++) {
+    try {
+      sockets.push(await connect(controlUrl(server.url), RuntimeClient.subprotocols(token), env.origin));
+    } catch {
+      refusedCount++;
+    }
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const open = sockets.filter((s) => s.ws.readyState === WebSocket.OPEN);
+  assert.is(refusedCount, 0, 'a replayed token is not refused at the upgrade: the newer channel replaces the older');
+  assert.is(open.length, 1, `${open.length} control channels of one session open at once from one control token`);
+  assert.is(open[0], sockets.at(-1), 'the newest channel is the one left open');
+  const codes = await Promise.all(sockets.slice(0, -1).map(async (s) => (await s.closed).code));
+  assert.ok(codes.every((code) => code === 4411), `the older channels closed as replaced: ${codes.join(' ')}`);
+  // The one left open still hears its session: releasing it reaches the newest channel.
+  await open[0]!.next('session.activity');
+  await page.release();
+  assert.is((await open[0]!.closed).code, 4410);
 });
 
 test('a sign-in that ends without a logout (the device signs out) closes the runtime socket and the control channel at once', async () => {

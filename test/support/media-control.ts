@@ -48,16 +48,22 @@ export class MediaControlClient {
   readonly pushes: MediaV2ServerMessage[] = [];
   closeCode: number | undefined;
   readonly #ws: WebSocket;
-  readonly #waiting = new Map<string, (r: Response) => void>();
+  readonly #waiting = new Map<string, { resolve: (r: Response) => void; reject: (error: Error) => void }>();
   #next = 0;
   readonly closed: Promise<number>;
 
   private constructor(ws: WebSocket) {
     this.#ws = ws;
-    this.closed = new Promise((resolve) => ws.on('close', (code) => resolve((this.closeCode = code))));
+    this.closed = new Promise((resolve) =>
+      ws.on('close', (code) => {
+        // Every response that came was delivered before the close: what is still waiting will never be answered.
+        for (const [, waiting] of this.#waiting) waiting.reject(new Error(`closed ${code} before a response`));
+        resolve((this.closeCode = code));
+      }),
+    );
     ws.on('message', (data) => {
       const message = MediaV2ServerMessageSchema.parse(JSON.parse(String(data)));
-      if (message.type === 'response') this.#waiting.get(message.id)?.(message);
+      if (message.type === 'response') this.#waiting.get(message.id)?.resolve(message);
       else this.pushes.push(message);
     });
   }
@@ -99,12 +105,25 @@ export class MediaControlClient {
 
   request(type: string, fields: Record<string, unknown> = {}): Promise<Response> {
     const id = `r${++this.#next}`;
+    if (this.closeCode !== undefined) return Promise.reject(new Error(`closed ${this.closeCode}: ${type} not sent`));
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no response to ${type}`)), 10_000);
-      this.#waiting.set(id, (r) => {
+      const settle = (): void => {
         clearTimeout(timer);
         this.#waiting.delete(id);
-        resolve(r);
+      };
+      const timer = setTimeout(() => {
+        settle();
+        reject(new Error(`no response to ${type}`));
+      }, 10_000);
+      this.#waiting.set(id, {
+        resolve: (r) => {
+          settle();
+          resolve(r);
+        },
+        reject: (error) => {
+          settle();
+          reject(error);
+        },
       });
       this.#ws.send(JSON.stringify({ type, id, ...fields }));
     });

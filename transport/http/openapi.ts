@@ -46,7 +46,11 @@ and query exactly as sent), \`iat\` (seconds; within 60 s of the server's clock)
 single use) and, on body-bound operations, \`bdh\` (base64url SHA-256 of the exact body). Refusals are 401 Problems:
 \`device_assertion_required\`, \`device_assertion_invalid\`, \`device_assertion_mismatch\`, \`device_assertion_expired\`,
 \`device_assertion_replayed\`, \`device_assertion_body_mismatch\`, \`device_unknown\`, \`device_removed\`,
-\`device_not_enrolled\`. No bearer of any kind is accepted where a device assertion is required.
+\`device_not_enrolled\`. No bearer of any kind is accepted where a device assertion is required. Each used \`jti\` is
+remembered until it leaves its window (\`iat\` + 60 s), and a device may hold 6,000 of them at once (100 requests a
+second sustained): past that, that device alone is refused \`429 device_assertion_quota_exceeded\` (Problem) with
+\`Retry-After\` (seconds until its earliest id leaves the window); other devices are not affected. Past 1,000,000 ids
+held by all devices together (a memory backstop) every device gets \`503 replay_guard_full\` with \`Retry-After: 1\`.
 
 **Passport**: an ES256 JWT (\`typ\` \`passport+jwt\`, audience \`registry\`, 30 days) naming the account (\`sub\`), the
 device (\`dev\`) and the account epoch (\`aep\`), verifiable offline with \`/v1/auth/jwks\`. Removing a device, revoking
@@ -205,12 +209,16 @@ function securityOf(credential: CredentialKind): readonly (readonly CredentialKi
   return credentialRequirements[credential] ?? [[credential]];
 }
 
+/** Credentials that carry a device assertion, whose replay guard may refuse a device over its share (429). */
+const deviceAssertionCredentials: ReadonlySet<CredentialKind> = new Set(['deviceAssertion', 'reviewHostCapability']);
+
 function errorStatuses(route: AnyRoute): number[] {
   const statuses = new Set<number>([400, 500, 503, ...(route.errors ?? [])]);
   if (route.body) [413, 415].forEach((s) => statuses.add(s));
   if (route.credential !== 'none') [401, 403].forEach((s) => statuses.add(s));
   if (route.idempotency) [409, 422].forEach((s) => statuses.add(s));
-  if (route.rateLimit) statuses.add(429);
+  // A device past its share of remembered assertion ids is refused 429 device_assertion_quota_exceeded.
+  if (route.rateLimit || deviceAssertionCredentials.has(route.credential)) statuses.add(429);
   return [...statuses].sort((a, b) => a - b);
 }
 
@@ -227,7 +235,7 @@ function errorResponse(route: AnyRoute, status: number): Json {
   const mayBeProblem =
     route.errorFormat === 'problem' ||
     status === 503 ||
-    (route.rateLimit !== undefined && status === 429) ||
+    ((route.rateLimit !== undefined || deviceAssertionCredentials.has(route.credential)) && status === 429) ||
     // Runtime authorization (token, origin, missing session or lease headers, a session not the caller's), fencing
     // and quota refusals are Problems on these statuses; their validation and catalog failures are ApiErrors.
     (runtimeCredentials.has(route.credential) && [400, 401, 403, 404, 409, 429].includes(status));

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ErrorDetail } from '../http/errors.js';
 import type { WebSocket } from '../uws.js';
 import type { WsCodec } from './codecs.js';
+import { TokenBucket, type MessageBudget } from './message-budgets.js';
 
 /** Close codes this framework sends or reports; see the comment at the top of endpoint.ts for why each exists. */
 export const CloseCode = Object.freeze({
@@ -73,6 +74,8 @@ export interface SocketData<TUser, TOut> {
 export interface ConnectionLimits {
   readonly maxBackpressureBytes: number;
   readonly messagesPerMinute: number | undefined;
+  /** Where the connection's messages are counted when the endpoint keeps the budget (per person, say); else its own. */
+  readonly messageBudget?: MessageBudget | undefined;
 }
 
 /** uWS `send` result meaning the message was not queued because the socket was over `maxBackpressure`. */
@@ -93,7 +96,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   readonly #limits: ConnectionLimits;
   readonly #renderError: (error: WsError) => unknown;
   readonly #newRequestId: () => string;
-  readonly #bucket: TokenBucket | undefined;
+  readonly #budget: MessageBudget | undefined;
   #socket: WebSocket<SocketData<TUser, TOut>> | undefined;
   #closed = false;
   /** Frames encoded this tick and not yet handed to uWS; see #write. */
@@ -127,7 +130,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     this.#renderError = options.renderError;
     this.#newRequestId = options.newRequestId;
     const perMinute = options.limits.messagesPerMinute;
-    this.#bucket = perMinute === undefined ? undefined : new TokenBucket(perMinute);
+    this.#budget = options.limits.messageBudget ?? (perMinute === undefined ? undefined : new TokenBucket(perMinute));
   }
 
   get closed(): boolean {
@@ -178,7 +181,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
 
   /** Takes one inbound message from the rate budget; false when the client is over `messagesPerMinute`. */
   admitMessage(now = performance.now()): boolean {
-    return this.#bucket?.take(now) ?? true;
+    return this.#budget?.take(now) ?? true;
   }
 
   /**
@@ -243,29 +246,6 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
       this.close(CloseCode.slowConsumer, 'slow consumer');
       return false;
     }
-    return true;
-  }
-}
-
-/** A burst of up to `perMinute` messages, refilled continuously at `perMinute` per minute. */
-class TokenBucket {
-  readonly #capacity: number;
-  readonly #perMs: number;
-  #tokens: number;
-  #last: number;
-
-  constructor(perMinute: number, now = performance.now()) {
-    this.#capacity = perMinute;
-    this.#perMs = perMinute / 60_000;
-    this.#tokens = perMinute;
-    this.#last = now;
-  }
-
-  take(now: number): boolean {
-    this.#tokens = Math.min(this.#capacity, this.#tokens + (now - this.#last) * this.#perMs);
-    this.#last = now;
-    if (this.#tokens < 1) return false;
-    this.#tokens -= 1;
     return true;
   }
 }

@@ -31,7 +31,8 @@
  *         The close frame queues behind the unread data, so such a client usually sees 1006; onClose and the
  *         observer get 4008.
  *   4029  over messagesPerMinute (a token bucket: bursts of N, N per minute sustained); a `rate_limited` error message
- *         goes first. (4000 + 429.)
+ *         goes first. (4000 + 429.) The bucket is the connection's own unless the endpoint supplies one
+ *         (`messageBudget`), such as one per person that their reconnects share.
  *   Heartbeat failures are uWS's: a peer silent for idleTimeoutSeconds is cut, reported as 1006.
  *
  * In-band error messages: `{ type: 'error', code, message, requestId, details? }` unless the endpoint renders its own;
@@ -60,10 +61,12 @@ import { unstorableTextAt } from '../../storage/storable-text.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
 import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
 import { CloseCode, EndpointConnection, type SocketData, type WsConnection, type WsError } from './connection.js';
+import type { MessageBudget } from './message-budgets.js';
 import { captureUpgradeRequest, refuseUpgrade, routeParameterNames, type UpgradeRequest } from './upgrade.js';
 
 export { CloseCode, type WsConnection, type WsError, type WsErrorMessage } from './connection.js';
 export { jsonCodec, msgpackCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
+export { KeyedTokenBuckets, type MessageBudget } from './message-budgets.js';
 export type { UpgradeRequest } from './upgrade.js';
 
 export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
@@ -82,8 +85,14 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   readonly maxBackpressureBytes: number;
   /** Heartbeat: a multiple of 4 from 8 to 960. */
   readonly idleTimeoutSeconds: number;
-  /** Per-connection rate limit on client messages; absent means none. */
+  /** Rate limit on client messages, per connection unless `messageBudget` says whose; absent means none. */
   readonly messagesPerMinute?: number;
+  /**
+   * The budget a connection's messages are taken from, when the limit belongs to someone who may reconnect (a
+   * person): return that someone's bucket (`KeyedTokenBuckets`, at `messagesPerMinute`) so a reconnect does not start
+   * afresh. Called once per connection, after `authenticate`. Absent: each connection has a bucket of its own.
+   */
+  messageBudget?(user: TUser): MessageBudget;
   /** Schema of client messages; `null` refuses every client message (1008). */
   readonly inbound: z.ZodType<TIn> | null;
   /** Returns the connection's user, or throws an HttpError to refuse the upgrade with its status. */
@@ -125,6 +134,9 @@ export function defineWebSocketEndpoint<TUser, TIn, TOut>(
   }
   const rate = definition.messagesPerMinute;
   if (rate !== undefined && !isPositiveInteger(rate)) problems.push('messagesPerMinute must be a positive integer');
+  if (definition.messageBudget && rate === undefined) {
+    problems.push('messageBudget needs messagesPerMinute (the limit a refusal names)');
+  }
   if (problems.length > 0) {
     throw new Error(`WebSocket endpoint ${definition.name || definition.path}: ${problems.join('; ')}`);
   }
@@ -213,7 +225,11 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       user,
       codec: choice.codec,
       logger: logger.child({ connectionId: request.requestId }),
-      limits: { maxBackpressureBytes: endpoint.maxBackpressureBytes, messagesPerMinute: endpoint.messagesPerMinute },
+      limits: {
+        maxBackpressureBytes: endpoint.maxBackpressureBytes,
+        messagesPerMinute: endpoint.messagesPerMinute,
+        messageBudget: endpoint.messageBudget?.(user),
+      },
       renderError,
       newRequestId: deps.newRequestId,
     });

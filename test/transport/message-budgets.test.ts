@@ -1,0 +1,113 @@
+import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import WebSocket from 'ws';
+import * as z from 'zod';
+import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
+import { CloseCode, defineWebSocketEndpoint, KeyedTokenBuckets, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
+import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
+
+/**
+ * Budgets kept per someone (a person) rather than per connection: every connection of a key draws from one bucket,
+ * and the buckets held stay bounded. Times are explicit milliseconds, as the connection passes them. Last, an endpoint
+ * that supplies them (`messageBudget`), on a real uWS server on loopback with the `ws` package as the client.
+ */
+
+test('every budget handed out for a key draws from one bucket: a reconnect continues it, another key has its own', () => {
+  const buckets = new KeyedTokenBuckets(10);
+  const first = buckets.budget('env-1 actor-a');
+  for (let i = 0; i < 10; i++) assert.ok(first.take(0), `message ${i + 1} of the burst`);
+  assert.not.ok(first.take(0), 'the burst is spent');
+  // The same person reconnects: a new connection, the same budget.
+  const again = buckets.budget('env-1 actor-a');
+  assert.not.ok(again.take(1), 'a reconnect does not start a fresh budget');
+  assert.ok(buckets.budget('env-1 actor-b').take(1), 'another person is not charged for it');
+  // 10 a minute: one message back every 6 s.
+  assert.ok(again.take(6_001));
+  assert.not.ok(again.take(6_002));
+});
+
+test('memory: a bucket refilled to full is dropped (it is the same as a new one); past maxKeys the longest idle goes', () => {
+  const buckets = new KeyedTokenBuckets(10, { maxKeys: 3 });
+  buckets.take('a', 0);
+  for (let i = 0; i < 10; i++) buckets.take('b', 1_000);
+  assert.is(buckets.size, 2);
+  // 'a' spent one message (back in 6 s), 'b' its whole burst (back in a minute): by 60.5 s 'a' has refilled and is
+  // forgotten by the next take, 'b' not yet.
+  buckets.take('c', 60_500);
+  assert.is(buckets.size, 2, "'a' dropped once full again");
+  // A dropped bucket comes back full: nothing was lost by dropping it.
+  for (let i = 0; i < 10; i++) assert.ok(buckets.take('a', 60_600));
+  assert.not.ok(buckets.take('a', 60_600));
+  // The cap: with 'b', 'c' and 'a' held, a fourth key pushes out the longest idle ('b'), never the one in use.
+  buckets.take('d', 60_700);
+  assert.is(buckets.size, 3);
+  assert.not.ok(buckets.take('a', 60_700), "'a' was the last used before 'd' and kept its spent budget");
+  // Many keys, one message each: never more than maxKeys held.
+  for (let i = 0; i < 1_000; i++) buckets.take(`k${i}`, 61_000 + i);
+  assert.is(buckets.size, 3);
+});
+
+test('an endpoint that supplies the budget (one per user): a reconnect continues it instead of starting afresh', async () => {
+  const perUser = new KeyedTokenBuckets(5);
+  const definition = {
+    path: '/echo',
+    name: 'user-limited',
+    maxMessageBytes: 1024,
+    maxBackpressureBytes: 64 * 1024,
+    idleTimeoutSeconds: 8,
+    messagesPerMinute: 5,
+    inbound: z.object({ type: z.literal('echo'), text: z.string() }),
+    async authenticate() {
+      await new Promise((resolve) => setTimeout(resolve, 5)); // an asynchronous upgrade, as every real endpoint's
+      return { name: 'alice' };
+    },
+    messageBudget: (user: { name: string }) => perUser.budget(user.name),
+    onMessage: (conn: { send(m: unknown): boolean }, message: { type: 'echo'; text: string }) => void conn.send(message),
+  };
+  assert.throws(() => defineWebSocketEndpoint({ ...definition, messagesPerMinute: undefined }), /messageBudget needs messagesPerMinute/);
+  const app: TemplatedApp = uws.App();
+  const mounted: MountedWebSocketEndpoint = mountWebSocketEndpoint(app, defineWebSocketEndpoint(definition), {
+    logger: pino({ level: 'silent' }),
+    newRequestId: () => `req_${randomUUID()}`,
+  });
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
+  });
+  const port = uws.us_socket_local_port(listenSocket);
+  const open = async (): Promise<{ ws: WebSocket; heard: string[]; closed: Promise<number> }> => {
+    for (let attempt = 1; ; attempt++) {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/echo`, ['registry.v1.json']);
+      const heard: string[] = [];
+      ws.on('message', (data: Buffer) => {
+        const m = JSON.parse(data.toString('utf8')) as { type: string; text?: string; code?: string };
+        heard.push(m.type === 'error' ? String(m.code) : String(m.text));
+      });
+      const closed = new Promise<number>((resolve) => ws.once('close', resolve));
+      await new Promise((resolve, reject) => {
+        ws.once('open', resolve);
+        ws.once('error', reject);
+      });
+      if (attempt === 3 || !(await cutAfterUpgrade(ws, closed))) return { ws, heard, closed };
+    }
+  };
+  try {
+    const first = await open();
+    for (let i = 0; i < 3; i += 1) first.ws.send(JSON.stringify({ type: 'echo', text: `a${i}` }));
+    while (first.heard.length < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    first.ws.close();
+    await first.closed;
+    const second = await open();
+    for (let i = 0; i < 3; i += 1) second.ws.send(JSON.stringify({ type: 'echo', text: `b${i}` }));
+    const stillOpen = new Promise<string>((resolve) => setTimeout(() => resolve('still open after 5 s'), 5_000).unref());
+    assert.is(await Promise.race([second.closed, stillOpen]), CloseCode.rateLimited, `the second connection heard ${second.heard.join(' ')}`);
+    assert.equal(second.heard, ['b0', 'b1', 'rate_limited'], 'the same user had 5 messages a minute in all, over both connections');
+  } finally {
+    mounted.shutdown();
+    uws.us_listen_socket_close(listenSocket);
+    (app as TemplatedApp & { close(): void }).close(); // exists at run time, missing from the typings
+  }
+});
+
+test.run();
