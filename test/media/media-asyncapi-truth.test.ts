@@ -4,7 +4,7 @@ import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { mediaGrant, mediaWorld, MediaControlClient } from '../support/media-control.js';
+import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import type { TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
@@ -22,7 +22,7 @@ const MICROPHONE_RTP = { mid: '0', codecs: [{ mimeType: 'audio/opus', payloadTyp
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   ({ world, modPage } = await mediaWorld(server, 'media-doc-truth', {
     directCalls: { enabled: false },
     spaces: ['town-hall', 'side-room'].map((id) => ({ id, policy: { mode: 'stage', maxParticipants: 150, maxSpeakerSeats: 2, floorControl: 'moderated', raiseHand: 'enabled', screenShare: 'speakers', guestPolicy: 'account_required', encryption: 'transport', reconnectGraceSeconds: 30 } })),

@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MEDIA_LIMITS } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
+import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -42,7 +42,7 @@ async function inParallel(count: number, width: number, work: (i: number) => Pro
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   await runtimePerson(server, 'crowd-owner');
   world = await testEnvironment(server.opsUrl, 'media-crowd', 'crowd-owner');
   await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }] });

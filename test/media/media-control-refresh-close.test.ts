@@ -5,7 +5,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { runtimeServices } from '../../runtime/runtime.feature.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
+import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
@@ -25,7 +25,7 @@ const live = { session: 0, account: 0, revocation: 0 };
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   const lia = await runtimePerson(server, 'listener-lia');
   world = await testEnvironment(server.opsUrl, 'media-refresh', 'listener-lia');
   await configureMedia(server.opsUrl, world.environmentId, {

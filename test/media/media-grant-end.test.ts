@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, MediaControlClient, ALL_MEDIA_SCOPES } from '../support/media-control.js';
+import { configureMedia, MediaControlClient, ALL_MEDIA_SCOPES, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -19,7 +19,7 @@ let page: RuntimeClient;
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   lia = await runtimePerson(server, 'listener-lia');
   world = await testEnvironment(server.opsUrl, 'media-world', 'listener-lia');
   await configureMedia(server.opsUrl, world.environmentId, {

@@ -8,7 +8,7 @@ import { runtimeFeature } from '../../runtime/runtime.feature.js';
 import { productParts } from '../../server/main.js';
 import { combineParts, type ServerParts } from '../../server/server.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient } from '../support/media-control.js';
+import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { spawnServer } from '../support/process.js';
@@ -50,13 +50,13 @@ async function joinAs(handle: string, world: TestEnvironment, space: string): Pr
 }
 
 test('a server started again in the same process from productParts hosts media (its worker pool is not the stopped one)', async () => {
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   await runtimePerson(server, 'owner-one');
   const world = await testEnvironment(server.opsUrl, 'media-again', 'owner-one');
   await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'hall', policy }] });
   assert.is((await joinAs('first-fay', world, 'hall')).ok, true);
   await server.stop('restart');
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   const again = await joinAs('second-sam', world, 'hall');
   await server.stop('done');
   server = undefined;
@@ -64,7 +64,7 @@ test('a server started again in the same process from productParts hosts media (
 });
 
 test('members connected at a graceful stop are dropped, and removed when their grace ends after the restart', async () => {
-  server = await startTestServer(db.url, freshProductParts(), { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, freshProductParts(), MEDIA_TEST_ENV);
   await runtimePerson(server, 'moderator-mo');
   const lia = await runtimePerson(server, 'listener-lia');
   const world = await testEnvironment(server.opsUrl, 'media-restart', 'moderator-mo');
@@ -77,7 +77,7 @@ test('members connected at a graceful stop are dropped, and removed when their g
 
   await server.stop('restart');
   const stoppedAt = Date.now();
-  server = await startTestServer(db.url, freshProductParts(), { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, freshProductParts(), MEDIA_TEST_ENV);
   await sleep(Math.max(0, stoppedAt + 7_000 - Date.now()));
 
   const view = await joinAs('watcher-wim', world, 'hall');

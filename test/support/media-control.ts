@@ -4,6 +4,13 @@ import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../med
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
 
+/**
+ * Server settings of the Media tests: one worker, and leases that outlast a slow run. A file opens its pages once and
+ * never renews their leases; on a loaded machine a file took over the default 90 s, the leases lapsed mid-file and
+ * every later grant was refused as standby.
+ */
+export const MEDIA_TEST_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_WORKERS: '1', RUNTIME_LEASE_TTL_SECONDS: '3600' });
+
 /** Installs Media in an Environment and gives it a configuration, through the operator listener. */
 export async function configureMedia(opsUrl: string, environmentId: string, configuration: unknown): Promise<void> {
   const headers = { 'x-operator-name': 'test-operator', 'content-type': 'application/json' };
