@@ -9,7 +9,7 @@ import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, statusTitle, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
-import type { AnyRoute } from './route.js';
+import { FixedJson, type AnyRoute } from './route.js';
 import type { RateLimiter } from './rate-limit.js';
 import { Router } from './router.js';
 
@@ -71,6 +71,8 @@ interface Reply {
 export class HttpGateway {
   readonly #router: Router;
   readonly #options: GatewayOptions;
+  /** Each fixed body validated and serialised once, for the schema that checked it. */
+  readonly #fixedBodies = new WeakMap<FixedJson<unknown>, { readonly schema: z.ZodType; readonly bytes: Buffer }>();
   #inFlight = 0;
   #draining = false;
   #idle: Array<() => void> = [];
@@ -289,13 +291,20 @@ export class HttpGateway {
       return { status: result.status, headers: { ...headers, 'content-type': named }, body: Buffer.from(result.body) };
     }
     if (!spec.schema) return { status: result.status, headers, body: Buffer.alloc(0) };
-    // Parsing (not just checking) the response strips members the schema does not name: internal fields never leak.
-    const parsed = spec.schema.safeParse(result.body);
-    if (!parsed.success) {
-      throw new Error(`response of ${route.operationId} (${result.status}) does not match its schema: ${parsed.error.message}`);
-    }
     headers['content-type'] ??= 'application/json';
-    return { status: result.status, headers, body: Buffer.from(JSON.stringify(parsed.data)) };
+    // AnyRoute's body type is too loose to narrow from; as unknown it narrows.
+    const body: unknown = result.body;
+    if (body instanceof FixedJson) return { status: result.status, headers, body: this.#fixedBody(route, result.status, spec.schema, body) };
+    return { status: result.status, headers, body: Buffer.from(JSON.stringify(parseResponse(route, result.status, spec.schema, body))) };
+  }
+
+  /** A fixed body's bytes: validated and serialised on first use, the same bytes from then on. */
+  #fixedBody(route: AnyRoute, status: number, schema: z.ZodType, fixed: FixedJson<unknown>): Buffer {
+    const known = this.#fixedBodies.get(fixed);
+    if (known?.schema === schema) return known.bytes;
+    const bytes = Buffer.from(JSON.stringify(parseResponse(route, status, schema, fixed.value)));
+    this.#fixedBodies.set(fixed, { schema, bytes });
+    return bytes;
   }
 
   #asHttpError(error: unknown, log: Logger): HttpError {
@@ -389,6 +398,13 @@ function replayed(result: StoredResult, requestId: string): StoredResult {
 export function endHead(res: HttpResponse, status: number, contentLength: number): void {
   if (status !== 204 && status !== 304) res.writeHeader('content-length', String(contentLength));
   res.endWithoutBody();
+}
+
+/** Parsing (not just checking) the response strips members the schema does not name: internal fields never leak. */
+function parseResponse(route: AnyRoute, status: number, schema: z.ZodType, body: unknown): unknown {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new Error(`response of ${route.operationId} (${status}) does not match its schema: ${parsed.error.message}`);
+  return parsed.data;
 }
 
 function toStored(rendered: ReturnType<typeof renderError>): StoredResult {
