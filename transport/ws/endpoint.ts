@@ -189,7 +189,10 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       let refusal: HttpError;
       if (error instanceof HttpError) {
         refusal = error;
-        logger.info({ requestId, status: error.status, code: error.code }, 'upgrade refused');
+        // A 4xx is the client's doing (a stranger with a bad token): one info line each let anyone fill the logs,
+        // so it is debug, as the gateway's HTTP refusals are. A 5xx (storage down) is the server's: warn.
+        if (error.status >= 500) logger.warn({ err: error, requestId, status: error.status, code: error.code }, 'upgrade refused');
+        else logger.debug({ requestId, status: error.status, code: error.code }, 'upgrade refused');
       } else {
         refusal = new HttpError(500, 'internal_error', 'authentication failed');
         logger.error({ err: error, requestId }, 'authenticate failed');
