@@ -16,7 +16,7 @@ import type { CredentialVerifiers } from '../transport/http/credentials.js';
 import { HttpGateway, newRequestId } from '../transport/http/gateway.js';
 import { buildOpenApiDocument } from '../transport/http/openapi.js';
 import { RateLimiter } from '../transport/http/rate-limit.js';
-import type { AnyRoute } from '../transport/http/route.js';
+import { FixedJson, type AnyRoute } from '../transport/http/route.js';
 import { statusRoutes } from '../transport/http/routes/status.routes.js';
 import { operatorVerifier, opsRoutes } from '../transport/ops/ops.routes.js';
 import { closeApp, uws, type TemplatedApp, type us_listen_socket } from '../transport/uws.js';
@@ -188,7 +188,7 @@ export async function startServer(
 
     const built = (await parts.build?.(services)) ?? {};
     if (built.stop) cleanups.push(built.stop);
-    let openApi: Readonly<Record<string, unknown>> | undefined;
+    let openApi: FixedJson<Readonly<Record<string, unknown>>> | undefined;
     const routes: AnyRoute[] = [
       ...statusRoutes({
         nodeId: config.nodeId,
@@ -204,7 +204,8 @@ export async function startServer(
     ];
     // Built now so a bad route schema stops the start; rebuilt once listening when its server URL is the listening one
     // (PORT=0, a specific HOST), so it names the same URL as the tokens' issuer.
-    const documentFor = (serverUrl: string) => Object.freeze(buildOpenApiDocument(routes, { serverUrl, tags: API_TAGS }));
+    // Fixed: the gateway serialises each document once (it does not change), not on every request.
+    const documentFor = (serverUrl: string) => new FixedJson(buildOpenApiDocument(routes, { serverUrl, tags: API_TAGS }));
     openApi = documentFor(config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`);
 
     const gateway = new HttpGateway({

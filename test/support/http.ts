@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { createLogger } from '../../server/logger.js';
 import type { IdempotencyStore } from '../../storage/idempotency-store.js';
 import type { CredentialVerifiers } from '../../transport/http/credentials.js';
-import { HttpGateway } from '../../transport/http/gateway.js';
+import { HttpGateway, type HttpObserver } from '../../transport/http/gateway.js';
 import type { AnyRoute } from '../../transport/http/route.js';
 import { closeApp, uws } from '../../transport/uws.js';
 
@@ -18,6 +18,8 @@ export async function startGateway(options: {
   idempotency: IdempotencyStore;
   verifiers?: CredentialVerifiers;
   maxBodyBytes?: number;
+  maxUnsentBytes?: number;
+  observer?: HttpObserver;
   logger?: Logger;
 }): Promise<TestGateway> {
   const gateway = new HttpGateway({
@@ -26,6 +28,8 @@ export async function startGateway(options: {
     idempotency: options.idempotency,
     logger: options.logger ?? createLogger('silent'),
     maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
+    ...(options.maxUnsentBytes === undefined ? {} : { maxUnsentBytes: options.maxUnsentBytes }),
+    ...(options.observer === undefined ? {} : { observer: options.observer }),
   });
   const app = uws.App();
   gateway.mount(app);

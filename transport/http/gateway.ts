@@ -7,14 +7,17 @@ import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
-import { HttpError, renderError, statusTitle, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
-import type { AnyRoute } from './route.js';
+import { DEFAULT_MAX_UNSENT_BYTES, watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
+import { FixedJson, type AnyRoute } from './route.js';
 import type { RateLimiter } from './rate-limit.js';
 import { Router } from './router.js';
 
 export interface HttpObserver {
   requestCompleted(operation: string, method: string, status: number, durationMs: number): void;
+  /** A reply was cut, its connection closed, because it left more than `maxUnsentBytes` unsent (see reply-writer). */
+  replyCut?(operation: string): void;
 }
 
 export interface GatewayOptions {
@@ -29,6 +32,8 @@ export interface GatewayOptions {
   readonly rateLimiter?: RateLimiter;
   /** Whether pages of this origin may call the `cors` routes; absent, none may. */
   readonly corsOrigins?: (origin: string) => Promise<boolean>;
+  /** Most body bytes a reply may leave unsent for a client that does not read; default DEFAULT_MAX_UNSENT_BYTES. */
+  readonly maxUnsentBytes?: number;
 }
 
 /** Request headers the API reads, which a cross-origin page must be allowed to send. */
@@ -50,11 +55,8 @@ export function newRequestId(): string {
   return `req_${randomBytes(12).toString('base64url')}`;
 }
 
-interface RequestState {
-  aborted: boolean;
-  /** Set while the body is being read: the client going away ends that wait. */
-  onAbort?: () => void;
-}
+/** `onAbort` is set while the body is read, and again while the reply is written: the client going away ends either wait. */
+type RequestState = AbortWatch;
 
 interface Reply {
   readonly status: number;
@@ -66,11 +68,15 @@ interface Reply {
  * The HTTP side of the uWebSockets.js server. Each request: capture what uWS lends us synchronously, read the body
  * under its limit, authenticate with the route's credential, validate path, query and body against the route's
  * schemas, run the handler (through the idempotency record when the route takes a key), validate the response against
- * its declared schema, and write it corked. Every failure becomes one of the spec's two error bodies.
+ * its declared schema, and write it through the reply writer (corked, streamed to a client as it reads). Every
+ * failure becomes one of the spec's two error bodies.
  */
 export class HttpGateway {
   readonly #router: Router;
   readonly #options: GatewayOptions;
+  readonly #maxUnsentBytes: number;
+  /** Each fixed body validated and serialised once, for the schema that checked it. */
+  readonly #fixedBodies = new WeakMap<FixedJson<unknown>, { readonly schema: z.ZodType; readonly bytes: Buffer }>();
   #inFlight = 0;
   #draining = false;
   #idle: Array<() => void> = [];
@@ -85,8 +91,11 @@ export class HttpGateway {
       }
       if (route.rateLimit && !options.rateLimiter) throw new Error(`route ${route.operationId} is rate limited but no limiter is given`);
     }
+    const maxUnsentBytes = options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES;
+    if (!Number.isSafeInteger(maxUnsentBytes) || maxUnsentBytes < 1) throw new Error('maxUnsentBytes must be a positive integer');
     this.#router = new Router(options.routes);
     this.#options = options;
+    this.#maxUnsentBytes = maxUnsentBytes;
   }
 
   get draining(): boolean {
@@ -112,11 +121,7 @@ export class HttpGateway {
         headers,
         remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
       };
-      const state: RequestState = { aborted: false };
-      res.onAborted(() => {
-        state.aborted = true;
-        state.onAbort?.();
-      });
+      const state: RequestState = watchAbort(res);
       this.#inFlight++;
       void this.#serve(res, request, requestId, state, started).finally(() => {
         if (--this.#inFlight === 0) for (const wake of this.#idle.splice(0)) wake();
@@ -227,22 +232,19 @@ export class HttpGateway {
     if (state.aborted || reply === undefined) return;
     const answer = cors ? withCors(reply, allowedOrigin) : reply;
     const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...answer.headers, 'x-request-id': requestId };
-    res.cork(() => {
-      res.writeStatus(`${answer.status} ${statusTitle(answer.status)}`);
-      for (const [name, value] of Object.entries(headers)) {
-        if (typeof value === 'string') res.writeHeader(name, value);
-        else for (const each of value as readonly string[]) res.writeHeader(name, each);
-      }
-      if (request.method === 'HEAD') endHead(res, answer.status, Buffer.byteLength(answer.body));
-      // RFC 9110 8.6: no Content-Length on a 204, and on a 304 only the 200's (none is simpler); uWS's end() adds one.
-      else if (answer.status === 204 || answer.status === 304) res.endWithoutBody();
-      else res.end(answer.body);
-    });
+    const written = writeReply(res, { status: answer.status, headers, body: answer.body, head: request.method === 'HEAD' }, state, this.#maxUnsentBytes);
+    // Measured to the answer's hand-off, as before: how fast the client reads is not the server's latency.
     const durationMs = performance.now() - started;
     this.#options.observer?.requestCompleted(operation, request.method, answer.status, durationMs);
     const entry = { method: request.method, path: request.path, operation, status: answer.status, durationMs: Math.round(durationMs * 10) / 10 };
     if (answer.status >= 500) log.warn(entry, 'request failed');
     else log.debug(entry, 'request');
+    // Still in flight until the body is out: a drain lets a reply finish rather than cutting it.
+    if ((await written) === 'cut') {
+      this.#options.observer?.replyCut?.(operation);
+      // A client that does not read its answers is its own problem, not the server's: debug, like other refusals.
+      log.debug({ operation, maxUnsentBytes: this.#maxUnsentBytes }, 'reply cut: the client left too much of it unread');
+    }
   }
 
   /** The request's origin when pages of it may read cross-origin answers; a lookup failure refuses the request (503). */
@@ -289,13 +291,20 @@ export class HttpGateway {
       return { status: result.status, headers: { ...headers, 'content-type': named }, body: Buffer.from(result.body) };
     }
     if (!spec.schema) return { status: result.status, headers, body: Buffer.alloc(0) };
-    // Parsing (not just checking) the response strips members the schema does not name: internal fields never leak.
-    const parsed = spec.schema.safeParse(result.body);
-    if (!parsed.success) {
-      throw new Error(`response of ${route.operationId} (${result.status}) does not match its schema: ${parsed.error.message}`);
-    }
     headers['content-type'] ??= 'application/json';
-    return { status: result.status, headers, body: Buffer.from(JSON.stringify(parsed.data)) };
+    // AnyRoute's body type is too loose to narrow from; as unknown it narrows.
+    const body: unknown = result.body;
+    if (body instanceof FixedJson) return { status: result.status, headers, body: this.#fixedBody(route, result.status, spec.schema, body) };
+    return { status: result.status, headers, body: Buffer.from(JSON.stringify(parseResponse(route, result.status, spec.schema, body))) };
+  }
+
+  /** A fixed body's bytes: validated and serialised on first use, the same bytes from then on. */
+  #fixedBody(route: AnyRoute, status: number, schema: z.ZodType, fixed: FixedJson<unknown>): Buffer {
+    const known = this.#fixedBodies.get(fixed);
+    if (known?.schema === schema) return known.bytes;
+    const bytes = Buffer.from(JSON.stringify(parseResponse(route, status, schema, fixed.value)));
+    this.#fixedBodies.set(fixed, { schema, bytes });
+    return bytes;
   }
 
   #asHttpError(error: unknown, log: Logger): HttpError {
@@ -381,14 +390,11 @@ function replayed(result: StoredResult, requestId: string): StoredResult {
   return { ...result, headers, body: Buffer.from(JSON.stringify(body)) };
 }
 
-/**
- * HEAD: the headers GET would send, Content-Length included (none for 204 and 304, RFC 9110), and no body. The length
- * is written as a header: given to endWithoutBody, uWS waits for that many body bytes and never finishes the response,
- * so the connection's next request goes unanswered and its idle timeout stops applying.
- */
-export function endHead(res: HttpResponse, status: number, contentLength: number): void {
-  if (status !== 204 && status !== 304) res.writeHeader('content-length', String(contentLength));
-  res.endWithoutBody();
+/** Parsing (not just checking) the response strips members the schema does not name: internal fields never leak. */
+function parseResponse(route: AnyRoute, status: number, schema: z.ZodType, body: unknown): unknown {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new Error(`response of ${route.operationId} (${status}) does not match its schema: ${parsed.error.message}`);
+  return parsed.data;
 }
 
 function toStored(rendered: ReturnType<typeof renderError>): StoredResult {

@@ -28,10 +28,32 @@ export interface RequestHeaderSpec {
 }
 
 type BodyOf<S extends ResponseSpec> = S['schema'] extends z.ZodType
-  ? z.input<S['schema']>
+  ? z.input<S['schema']> | FixedJson<z.input<S['schema']>>
   : S['text'] extends { mediaType: unknown }
     ? string
     : undefined;
+
+/**
+ * A JSON body that does not change once built (the OpenAPI document, about 200 KB): the gateway validates and
+ * serialises it the first time it is sent and sends the same bytes from then on, instead of doing both per request.
+ * The value is deep-frozen, so "does not change" is enforced rather than hoped for.
+ */
+export class FixedJson<T> {
+  readonly value: T;
+  constructor(value: T) {
+    this.value = deepFreeze(value);
+  }
+}
+
+/** Freezes every object reachable from `value`; `seen` rather than isFrozen, since a frozen object may hold unfrozen ones. */
+function deepFreeze<T>(value: T, seen = new WeakSet<object>()): T {
+  if (typeof value === 'object' && value !== null && !seen.has(value)) {
+    seen.add(value);
+    Object.freeze(value);
+    for (const member of Object.values(value)) deepFreeze(member, seen);
+  }
+  return value;
+}
 
 /** What a handler may return: one of the declared statuses with a body of that status's schema. */
 export type RouteResult<R extends Responses> = {

@@ -57,6 +57,7 @@ import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
 import { HttpError, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
+import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
 import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
@@ -187,13 +188,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     res: HttpResponse,
     request: UpgradeRequest,
     context: us_socket_context_t,
-    isAborted: () => boolean,
+    watch: AbortWatch,
   ): Promise<void> {
     const headers = request.headers;
     const choice = chooseCodec(headers['sec-websocket-protocol'] ?? '', endpoint.codecs);
     if (choice.kind === 'unsupported') {
       const supported = endpoint.subprotocols.join(', ');
-      refuseUpgrade(res, unsupportedSubprotocol(choice.offered, supported), request.requestId);
+      refuseUpgrade(res, watch, unsupportedSubprotocol(choice.offered, supported), request.requestId);
       return;
     }
     let user: TUser;
@@ -204,20 +205,23 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       let refusal: HttpError;
       if (error instanceof HttpError) {
         refusal = error;
-        logger.info({ requestId, status: error.status, code: error.code }, 'upgrade refused');
+        // A 4xx is the client's doing (a stranger with a bad token): one info line each let anyone fill the logs,
+        // so it is debug, as the gateway's HTTP refusals are. A 5xx (storage down) is the server's: warn.
+        if (error.status >= 500) logger.warn({ err: error, requestId, status: error.status, code: error.code }, 'upgrade refused');
+        else logger.debug({ requestId, status: error.status, code: error.code }, 'upgrade refused');
       } else {
         refusal = new HttpError(500, 'internal_error', 'authentication failed');
         logger.error({ err: error, requestId }, 'authenticate failed');
       }
-      if (!isAborted()) refuseUpgrade(res, refusal, requestId);
+      refuseUpgrade(res, watch, refusal, requestId); // nothing is written if the client is gone
       return;
     }
-    if (isAborted()) {
+    if (watch.aborted) {
       logger.debug({ requestId: request.requestId }, 'client went away during the upgrade');
       return;
     }
     if (shuttingDown) {
-      refuseUpgrade(res, new HttpError(503, 'shutting_down', 'the server is shutting down'), request.requestId);
+      refuseUpgrade(res, watch, new HttpError(503, 'shutting_down', 'the server is shutting down'), request.requestId);
       return;
     }
     const connection = new EndpointConnection<TUser, TOut>({
@@ -315,12 +319,9 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     idleTimeout: endpoint.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     upgrade(res: HttpResponse, req: HttpRequest, context) {
-      let aborted = false;
-      res.onAborted(() => {
-        aborted = true;
-      });
+      const watch = watchAbort(res);
       const request = captureUpgradeRequest(res, req, parameterNames, deps.newRequestId());
-      upgrade(res, request, context, () => aborted).catch((error: unknown) => {
+      upgrade(res, request, context, watch).catch((error: unknown) => {
         logger.error({ err: error, requestId: request.requestId }, 'upgrade failed');
       });
     },
@@ -377,22 +378,22 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
 
   // uWS passes a GET without the WebSocket handshake on to the next route, where the path would look unknown (404).
   const upgradeRequired = (head: boolean) => (res: HttpResponse): void => {
-    res.onAborted(() => {});
+    const watch = watchAbort(res);
     const refusal = new HttpError(426, 'websocket_upgrade_required', `${endpoint.path} is a WebSocket endpoint: open it with a WebSocket handshake`, {
       headers: { upgrade: 'websocket' },
     });
-    refuseUpgrade(res, refusal, deps.newRequestId(), head);
+    refuseUpgrade(res, watch, refusal, deps.newRequestId(), head);
   };
   app.get(endpoint.path, upgradeRequired(false));
   app.head(endpoint.path, upgradeRequired(true));
   // The path exists, for GET only: any other method is 405, not the 404 of an unknown path.
   app.any(endpoint.path, (res, req) => {
-    res.onAborted(() => {});
+    const watch = watchAbort(res);
     const method = req.getMethod().toUpperCase();
     const refusal = new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${endpoint.path}, a WebSocket endpoint`, {
       headers: { allow: 'GET, HEAD' },
     });
-    refuseUpgrade(res, refusal, deps.newRequestId());
+    refuseUpgrade(res, watch, refusal, deps.newRequestId());
   });
 
   return Object.freeze({

@@ -1,5 +1,5 @@
-import { renderError, statusTitle, type HttpError } from '../http/errors.js';
-import { endHead } from '../http/gateway.js';
+import { renderError, type HttpError } from '../http/errors.js';
+import { DEFAULT_MAX_UNSENT_BYTES, writeReply, type AbortWatch } from '../http/reply-writer.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 
 /**
@@ -57,18 +57,12 @@ export function captureUpgradeRequest(
 
 /**
  * Answers the upgrade request with an HTTP error instead of switching protocols; `head`: the request was a HEAD, so
- * the headers go without the body. The caller checks for abort.
+ * the headers go without the body. Written like every HTTP answer (reply-writer), so a client pipelining refused
+ * upgrades without reading cannot make the server hold their answers.
  */
-export function refuseUpgrade(res: HttpResponse, error: HttpError, requestId: string, head = false): void {
+export function refuseUpgrade(res: HttpResponse, watch: AbortWatch, error: HttpError, requestId: string, head = false): void {
   const rendered = renderError(error, 'problem', requestId);
-  const body = JSON.stringify(rendered.body);
-  res.cork(() => {
-    res.writeStatus(`${rendered.status} ${statusTitle(rendered.status)}`);
-    for (const [name, value] of Object.entries(rendered.headers)) res.writeHeader(name, value);
-    res.writeHeader('content-type', rendered.contentType);
-    res.writeHeader('cache-control', 'no-store');
-    res.writeHeader('x-request-id', requestId);
-    if (head) endHead(res, rendered.status, Buffer.byteLength(body));
-    else res.end(body);
-  });
+  const headers = { ...rendered.headers, 'content-type': rendered.contentType, 'cache-control': 'no-store', 'x-request-id': requestId };
+  // Nothing waits on the outcome: a refusal holds no state that a cut or an abort would need to release.
+  void writeReply(res, { status: rendered.status, headers, body: JSON.stringify(rendered.body), head }, watch, DEFAULT_MAX_UNSENT_BYTES);
 }

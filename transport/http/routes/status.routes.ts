@@ -1,7 +1,7 @@
 import type * as z from 'zod';
 import type { Clock } from '../../../actors/clock.js';
 import { OpenApiDocumentSchema, PlatformStatusResponseSchema } from '../api-schemas.js';
-import { defineRoute, type AnyRoute } from '../route.js';
+import { defineRoute, type AnyRoute, type FixedJson } from '../route.js';
 
 /** The spec's first tables declare these Problem responses on every operation, status reads included. */
 export const PROBLEM_TABLE_STATUSES: readonly number[] = [400, 401, 403, 404, 409, 422, 429, 500, 502, 503];
@@ -16,8 +16,8 @@ export interface StatusDependencies {
   readonly storageTimeoutMs: number;
   /** True once the node has started to shut down. */
   readonly draining: () => boolean;
-  /** The OpenAPI document, built once from the full route table. */
-  readonly openApiDocument: () => Readonly<Record<string, unknown>>;
+  /** The OpenAPI document, built once from the full route table (again once listening); sent as built, not re-serialised. */
+  readonly openApiDocument: () => FixedJson<Readonly<Record<string, unknown>>>;
 }
 
 type PlatformStatus = z.input<typeof PlatformStatusResponseSchema>;
@@ -105,7 +105,7 @@ export function statusRoutes(deps: StatusDependencies): AnyRoute[] {
       credential: 'none',
       errorFormat: 'api',
       responses: { 200: { description: 'The OpenAPI document.', schema: OpenApiDocumentSchema } },
-      handler: async () => ({ status: 200, body: deps.openApiDocument() as z.input<typeof OpenApiDocumentSchema> }),
+      handler: async () => ({ status: 200, body: deps.openApiDocument() as FixedJson<z.input<typeof OpenApiDocumentSchema>> }),
     }),
   ];
 }

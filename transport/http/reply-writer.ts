@@ -1,0 +1,113 @@
+import type { HttpResponse } from '../uws.js';
+import { statusTitle } from './errors.js';
+
+/**
+ * The one way an HTTP answer leaves this server: the gateway's replies (JSON, problem+json, text and HTML pages,
+ * redirects, 204 and 304) and the WebSocket endpoints' upgrade refusals all go through `writeReply`.
+ *
+ * Why not `res.end(body)`: uWS copies whatever the socket does not take at once into a per-connection buffer and
+ * reports the response finished, so the next pipelined request is served at once. A client that pipelines requests and
+ * never reads made the server hold every answer: 2000 requests for the 192 KB OpenAPI document were 386 MB.
+ *
+ * `tryEnd` writes only what the socket takes and leaves the response unfinished; the rest is written from `onWritable`
+ * as the client reads. While a response is unfinished, uWS closes its connection if another request arrives on it
+ * (its HTTP parser refuses a request while the previous response is pending; test/transport/http-backpressure.test.ts
+ * checks it), so one connection has at most one reply waiting, and the bytes waiting for it are that reply's unsent
+ * tail. That tail is bounded as well: a reply
+ * leaving more than `maxUnsentBytes` unsent is cut (the connection closed) rather than kept for a client that may
+ * never read. The replies of this API are well below the default (the OpenAPI document, about 200 KB, is the largest
+ * we know of), so the cap bites only if a route starts answering more, and should be raised with it. A stalled reply
+ * under the cap is closed by uWS's own 10 s write timeout.
+ *
+ * Not covered: an answer without a body (HEAD, 204, 304) has only headers, which uWS writes unconditionally, so a
+ * client pipelining such requests without reading still grows that connection's uWS buffer by a few hundred bytes
+ * per request. uWS.js 20.30 tells JavaScript neither which connection a response belongs to nor how much it buffers.
+ */
+export const DEFAULT_MAX_UNSENT_BYTES = 1024 * 1024;
+
+/**
+ * Whether the client went away. uWS keeps one abort handler per response, so its owner registers it once and
+ * dispatches through `onAbort`, which the body reader and then the writer set while they wait.
+ */
+export interface AbortWatch {
+  aborted: boolean;
+  onAbort?: () => void;
+}
+
+/** Registers the response's abort handler; call it synchronously in the uWS handler, as uWS requires. */
+export function watchAbort(res: HttpResponse): AbortWatch {
+  const watch: AbortWatch = { aborted: false };
+  res.onAborted(() => {
+    watch.aborted = true;
+    watch.onAbort?.();
+  });
+  return watch;
+}
+
+export interface OutgoingReply {
+  readonly status: number;
+  /** Written as given; a list repeats the header (`set-cookie`). */
+  readonly headers: Readonly<Record<string, string | readonly string[]>>;
+  readonly body: Buffer | string;
+  /** A HEAD request: the headers GET would send, its Content-Length included, and no body. */
+  readonly head?: boolean;
+}
+
+/** `sent`: handed to the socket in full. `aborted`: the client went away first. `cut`: closed over `maxUnsentBytes`. */
+export type ReplyOutcome = 'sent' | 'aborted' | 'cut';
+
+/**
+ * Writes `reply` corked and resolves when it is all handed to the socket, the client is gone, or it was cut. The
+ * status and headers are written at once; a body is streamed as described above.
+ */
+export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: AbortWatch, maxUnsentBytes: number): Promise<ReplyOutcome> {
+  if (watch.aborted) return Promise.resolve('aborted');
+  const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
+  let startOffset = 0;
+  let finished = true;
+  res.cork(() => {
+    res.writeStatus(`${reply.status} ${statusTitle(reply.status)}`);
+    for (const [name, value] of Object.entries(reply.headers)) {
+      if (typeof value === 'string') res.writeHeader(name, value);
+      else for (const each of value as readonly string[]) res.writeHeader(name, each);
+    }
+    if (reply.head) endHead(res, reply.status, body.byteLength);
+    // RFC 9110 8.6: no Content-Length on a 204, and on a 304 only the 200's (none is simpler); tryEnd adds one.
+    else if (reply.status === 204 || reply.status === 304) res.endWithoutBody();
+    else {
+      // The offset counts body bytes written by this response; kept so the tail resumes at the right byte.
+      startOffset = res.getWriteOffset();
+      finished = res.tryEnd(body, body.byteLength)[1];
+    }
+  });
+  if (finished) return Promise.resolve('sent');
+  return new Promise<ReplyOutcome>((resolve) => {
+    let cutting = false;
+    watch.onAbort = () => resolve(cutting ? 'cut' : 'aborted');
+    // The tail only shrinks from here, so it is checked once, when it is largest.
+    if (body.byteLength - (res.getWriteOffset() - startOffset) > maxUnsentBytes) {
+      cutting = true;
+      res.close(); // runs the abort handler, which resolves 'cut'
+      return;
+    }
+    res.onWritable((offset) => {
+      const [ok, done] = res.tryEnd(body.subarray(offset - startOffset), body.byteLength);
+      if (done) {
+        watch.onAbort = undefined;
+        resolve('sent');
+      }
+      // false: the socket took less than offered; uWS calls again when it drains.
+      return ok;
+    });
+  });
+}
+
+/**
+ * HEAD: the headers GET would send, Content-Length included (none for 204 and 304, RFC 9110), and no body. The length
+ * is written as a header: given to endWithoutBody, uWS waits for that many body bytes and never finishes the response,
+ * so the connection's next request goes unanswered and its idle timeout stops applying.
+ */
+function endHead(res: HttpResponse, status: number, contentLength: number): void {
+  if (status !== 204 && status !== 304) res.writeHeader('content-length', String(contentLength));
+  res.endWithoutBody();
+}
