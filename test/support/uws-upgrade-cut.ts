@@ -17,3 +17,23 @@ export async function cutAfterUpgrade(ws: WebSocket, closed: Promise<number>): P
   if (cut) process.stderr.write(`${new URL(ws.url).pathname}: socket cut by uWS right after its upgrade (uNetworking/uWebSockets#1928); reconnecting\n`);
   return cut;
 }
+
+/**
+ * Opens a client socket, opening it again (at most twice more) when uWS cut it right after its upgrade; `closed`
+ * resolves with the close code the client saw.
+ */
+export async function openUncut(
+  open: () => WebSocket,
+  track: (ws: WebSocket) => void = () => undefined,
+): Promise<{ ws: WebSocket; closed: Promise<number> }> {
+  for (let attempt = 1; ; attempt++) {
+    const ws = open();
+    track(ws);
+    const closed = new Promise<number>((resolve) => ws.once('close', resolve));
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    if (attempt === 3 || !(await cutAfterUpgrade(ws, closed))) return { ws, closed };
+  }
+}

@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import * as z from 'zod';
 import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
 import { CloseCode, defineWebSocketEndpoint, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
-import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
+import { openUncut } from '../support/uws-upgrade-cut.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -63,18 +63,8 @@ test.after(() => {
   (app as TemplatedApp & { close(): void }).close();
 });
 
-async function open(): Promise<{ ws: WebSocket; closed: Promise<number> }> {
-  for (let attempt = 1; ; attempt++) {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/echo`, [JSON_PROTOCOL]);
-    clients.push(ws);
-    const closed = new Promise<number>((resolve) => ws.once('close', resolve));
-    await new Promise((resolve, reject) => {
-      ws.once('open', resolve);
-      ws.once('error', reject);
-    });
-    if (attempt === 3 || !(await cutAfterUpgrade(ws, closed))) return { ws, closed };
-  }
-}
+const open = (): Promise<{ ws: WebSocket; closed: Promise<number> }> =>
+  openUncut(() => new WebSocket(`ws://127.0.0.1:${port}/echo`, [JSON_PROTOCOL]), (ws) => void clients.push(ws));
 
 test('a text frame that is not UTF-8 is reported as 1007 (undecodable), not as an abnormal closure', async () => {
   const before = closes.length;

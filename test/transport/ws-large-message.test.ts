@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import * as z from 'zod';
 import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
 import { CloseCode, defineWebSocketEndpoint, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
-import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
+import { openUncut } from '../support/uws-upgrade-cut.js';
 
 /**
  * The backpressure limit bounds a backlog, not a message: one answer larger than the limit (a presence list of a big
@@ -57,18 +57,8 @@ test.after(() => {
   (app as TemplatedApp & { close(): void }).close();
 });
 
-async function open(): Promise<{ ws: WebSocket; closed: Promise<number> }> {
-  for (let attempt = 1; ; attempt++) {
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/blob`, [JSON_PROTOCOL], { maxPayload: 2 * LARGE });
-    clients.push(ws);
-    const closed = new Promise<number>((resolve) => ws.once('close', resolve));
-    await new Promise((resolve, reject) => {
-      ws.once('open', resolve);
-      ws.once('error', reject);
-    });
-    if (attempt === 3 || !(await cutAfterUpgrade(ws, closed))) return { ws, closed };
-  }
-}
+const open = (): Promise<{ ws: WebSocket; closed: Promise<number> }> =>
+  openUncut(() => new WebSocket(`ws://127.0.0.1:${port}/blob`, [JSON_PROTOCOL], { maxPayload: 2 * LARGE }), (ws) => void clients.push(ws));
 
 test('one message larger than the backpressure limit reaches a client that reads', async () => {
   const { ws, closed } = await open();
