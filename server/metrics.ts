@@ -113,7 +113,6 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const registry = new MetricsRegistry();
   const requests = registry.counter('registry_http_requests_total', 'HTTP requests answered, by operation and status.');
   const requestSeconds = registry.histogram('registry_http_request_duration_seconds', 'HTTP request duration.', LATENCY_BUCKETS);
-  const repliesCut = registry.counter('registry_http_replies_cut_total', 'HTTP replies cut, their connection closed, for leaving too much unread, by operation.');
   registry.gauge('registry_http_requests_in_flight', 'Requests of the public listener received and not yet answered or abandoned.', () => [
     [{}, sources.httpInFlight()],
   ]);
@@ -139,7 +138,6 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
         requests.inc({ operation, method, status: String(status) });
         requestSeconds.observe(durationMs / 1000, { operation });
       },
-      replyCut: (operation: string) => repliesCut.inc({ operation }),
     },
     host: {
       activated: (kind: string) => activations.inc({ kind }),

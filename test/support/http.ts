@@ -18,7 +18,6 @@ export async function startGateway(options: {
   idempotency: IdempotencyStore;
   verifiers?: CredentialVerifiers;
   maxBodyBytes?: number;
-  maxUnsentBytes?: number;
   observer?: HttpObserver;
   logger?: Logger;
 }): Promise<TestGateway> {
@@ -28,7 +27,6 @@ export async function startGateway(options: {
     idempotency: options.idempotency,
     logger: options.logger ?? createLogger('silent'),
     maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
-    ...(options.maxUnsentBytes === undefined ? {} : { maxUnsentBytes: options.maxUnsentBytes }),
     ...(options.observer === undefined ? {} : { observer: options.observer }),
   });
   const app = uws.App();

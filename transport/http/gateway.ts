@@ -9,15 +9,13 @@ import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
-import { DEFAULT_MAX_UNSENT_BYTES, watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
+import { watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
 import { FixedJson, type AnyRoute } from './route.js';
 import type { RateLimiter } from './rate-limit.js';
 import { Router } from './router.js';
 
 export interface HttpObserver {
   requestCompleted(operation: string, method: string, status: number, durationMs: number): void;
-  /** A reply was cut, its connection closed, because it left more than `maxUnsentBytes` unsent (see reply-writer). */
-  replyCut?(operation: string): void;
 }
 
 export interface GatewayOptions {
@@ -32,8 +30,6 @@ export interface GatewayOptions {
   readonly rateLimiter?: RateLimiter;
   /** Whether pages of this origin may call the `cors` routes; absent, none may. */
   readonly corsOrigins?: (origin: string) => Promise<boolean>;
-  /** Most body bytes a reply may leave unsent for a client that does not read; default DEFAULT_MAX_UNSENT_BYTES. */
-  readonly maxUnsentBytes?: number;
 }
 
 /** Request headers the API reads, which a cross-origin page must be allowed to send. */
@@ -74,7 +70,6 @@ interface Reply {
 export class HttpGateway {
   readonly #router: Router;
   readonly #options: GatewayOptions;
-  readonly #maxUnsentBytes: number;
   /** Each fixed body validated and serialised once, for the schema that checked it. */
   readonly #fixedBodies = new WeakMap<FixedJson<unknown>, { readonly schema: z.ZodType; readonly bytes: Buffer }>();
   #inFlight = 0;
@@ -91,11 +86,8 @@ export class HttpGateway {
       }
       if (route.rateLimit && !options.rateLimiter) throw new Error(`route ${route.operationId} is rate limited but no limiter is given`);
     }
-    const maxUnsentBytes = options.maxUnsentBytes ?? DEFAULT_MAX_UNSENT_BYTES;
-    if (!Number.isSafeInteger(maxUnsentBytes) || maxUnsentBytes < 1) throw new Error('maxUnsentBytes must be a positive integer');
     this.#router = new Router(options.routes);
     this.#options = options;
-    this.#maxUnsentBytes = maxUnsentBytes;
   }
 
   get draining(): boolean {
@@ -232,7 +224,7 @@ export class HttpGateway {
     if (state.aborted || reply === undefined) return;
     const answer = cors ? withCors(reply, allowedOrigin) : reply;
     const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...answer.headers, 'x-request-id': requestId };
-    const written = writeReply(res, { status: answer.status, headers, body: answer.body, head: request.method === 'HEAD' }, state, this.#maxUnsentBytes);
+    const written = writeReply(res, { status: answer.status, headers, body: answer.body, head: request.method === 'HEAD' }, state);
     // Measured to the answer's hand-off, as before: how fast the client reads is not the server's latency.
     const durationMs = performance.now() - started;
     this.#options.observer?.requestCompleted(operation, request.method, answer.status, durationMs);
@@ -240,11 +232,7 @@ export class HttpGateway {
     if (answer.status >= 500) log.warn(entry, 'request failed');
     else log.debug(entry, 'request');
     // Still in flight until the body is out: a drain lets a reply finish rather than cutting it.
-    if ((await written) === 'cut') {
-      this.#options.observer?.replyCut?.(operation);
-      // A client that does not read its answers is its own problem, not the server's: debug, like other refusals.
-      log.debug({ operation, maxUnsentBytes: this.#maxUnsentBytes }, 'reply cut: the client left too much of it unread');
-    }
+    await written;
   }
 
   /** The request's origin when pages of it may read cross-origin answers; a lookup failure refuses the request (503). */

@@ -12,18 +12,15 @@ import { statusTitle } from './errors.js';
  * `tryEnd` writes only what the socket takes and leaves the response unfinished; the rest is written from `onWritable`
  * as the client reads. While a response is unfinished, uWS closes its connection if another request arrives on it
  * (its HTTP parser refuses a request while the previous response is pending; test/transport/http-backpressure.test.ts
- * checks it), so one connection has at most one reply waiting, and the bytes waiting for it are that reply's unsent
- * tail. That tail is bounded as well: a reply
- * leaving more than `maxUnsentBytes` unsent is cut (the connection closed) rather than kept for a client that may
- * never read. The replies of this API are well below the default (the OpenAPI document, about 200 KB, is the largest
- * we know of), so the cap bites only if a route starts answering more, and should be raised with it. A stalled reply
- * under the cap is closed by uWS's own 10 s write timeout.
+ * checks it), so one connection has at most one reply waiting: the body that reply already is, nothing more. A reply
+ * whose client stops reading is closed by uWS's own 10 s write timeout. (Cutting a large reply early would save no
+ * memory, since its body is built before it is written, and would cut readers of legitimately large answers, such as
+ * the operator's list of live actors.)
  *
  * Not covered: an answer without a body (HEAD, 204, 304) has only headers, which uWS writes unconditionally, so a
  * client pipelining such requests without reading still grows that connection's uWS buffer by a few hundred bytes
  * per request. uWS.js 20.30 tells JavaScript neither which connection a response belongs to nor how much it buffers.
  */
-export const DEFAULT_MAX_UNSENT_BYTES = 1024 * 1024;
 
 /**
  * Whether the client went away. uWS keeps one abort handler per response, so its owner registers it once and
@@ -53,14 +50,14 @@ export interface OutgoingReply {
   readonly head?: boolean;
 }
 
-/** `sent`: handed to the socket in full. `aborted`: the client went away first. `cut`: closed over `maxUnsentBytes`. */
-export type ReplyOutcome = 'sent' | 'aborted' | 'cut';
+/** `sent`: handed to the socket in full. `aborted`: the client went away first (or uWS closed a stalled reply). */
+export type ReplyOutcome = 'sent' | 'aborted';
 
 /**
- * Writes `reply` corked and resolves when it is all handed to the socket, the client is gone, or it was cut. The
+ * Writes `reply` corked and resolves when it is all handed to the socket or the client is gone. The
  * status and headers are written at once; a body is streamed as described above.
  */
-export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: AbortWatch, maxUnsentBytes: number): Promise<ReplyOutcome> {
+export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: AbortWatch): Promise<ReplyOutcome> {
   if (watch.aborted) return Promise.resolve('aborted');
   const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
   let startOffset = 0;
@@ -82,14 +79,7 @@ export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: Abort
   });
   if (finished) return Promise.resolve('sent');
   return new Promise<ReplyOutcome>((resolve) => {
-    let cutting = false;
-    watch.onAbort = () => resolve(cutting ? 'cut' : 'aborted');
-    // The tail only shrinks from here, so it is checked once, when it is largest.
-    if (body.byteLength - (res.getWriteOffset() - startOffset) > maxUnsentBytes) {
-      cutting = true;
-      res.close(); // runs the abort handler, which resolves 'cut'
-      return;
-    }
+    watch.onAbort = () => resolve('aborted');
     res.onWritable((offset) => {
       const [ok, done] = res.tryEnd(body.subarray(offset - startOffset), body.byteLength);
       if (done) {

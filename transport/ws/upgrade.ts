@@ -1,5 +1,5 @@
 import { renderError, type HttpError } from '../http/errors.js';
-import { DEFAULT_MAX_UNSENT_BYTES, writeReply, type AbortWatch } from '../http/reply-writer.js';
+import { writeReply, type AbortWatch } from '../http/reply-writer.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 
 /**
@@ -64,5 +64,5 @@ export function refuseUpgrade(res: HttpResponse, watch: AbortWatch, error: HttpE
   const rendered = renderError(error, 'problem', requestId);
   const headers = { ...rendered.headers, 'content-type': rendered.contentType, 'cache-control': 'no-store', 'x-request-id': requestId };
   // Nothing waits on the outcome: a refusal holds no state that a cut or an abort would need to release.
-  void writeReply(res, { status: rendered.status, headers, body: JSON.stringify(rendered.body), head }, watch, DEFAULT_MAX_UNSENT_BYTES);
+  void writeReply(res, { status: rendered.status, headers, body: JSON.stringify(rendered.body), head }, watch);
 }
