@@ -38,7 +38,7 @@ test.before(async () => {
   env = await testEnvironment(server.opsUrl, 'limits-world', 'owner-oz');
   other = await testEnvironment(server.opsUrl, 'limits-other', 'owner-oz');
   // Everyone enrols before the clock moves (enrolment signs with real time); later their devices sign with the clock.
-  for (const handle of ['kim', 'lee', 'max', 'ned', 'ola', 'pia']) {
+  for (const handle of ['kim', 'lee', 'max', 'ned', 'ola', 'pia', 'quin']) {
     const p = await runtimePerson(server, handle);
     p.device.now = () => clock.now();
     people.set(handle, p);
@@ -136,6 +136,23 @@ test('holding the lease stops the idle clock; losing it to another session start
   clock.advance(5_000);
   await waitFor(async () => ((await sessionState(a)) === 'ended' ? true : undefined), 'the superseded session to be released');
   assert.is(await sessionState(b), 'active');
+});
+
+test('creating and releasing in a loop is rate limited per person: 60 a minute, in bursts of 60', async () => {
+  const quin = await person('quin');
+  const page = await quin.runtime(env);
+  for (let i = 0; i < 60; i++) {
+    assert.is((await page.createSession()).status, 201, `creation ${i}`);
+    assert.is((await page.release()).status, 200);
+  }
+  const limited = await page.createSession();
+  assert.is(limited.status, 429, await limited.clone().text());
+  assert.is(((await limited.json()) as { code: string }).code, 'rate_limited');
+  assert.is(limited.headers.get('retry-after'), '1');
+  // Across Environments too: the limit is the account's.
+  assert.is((await (await quin.runtime(other)).createSession()).status, 429);
+  clock.advance(1_000);
+  assert.is((await page.createSession()).status, 201, 'one more a second later');
 });
 
 test('the idle deadline is durable: a server started again on the same database releases the session on time', async () => {

@@ -103,6 +103,9 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'revoked ones do not). Over it: 429 `runtime_session_quota_exceeded` with `Retry-After` (seconds until the ' +
         'soonest idle session is released), decided in the person\'s lease actor so racing creations cannot pass ' +
         'together. Release sessions that are no longer needed.\n\n' +
+        '**Creation rate.** Released sessions keep their records, so creating is also limited per person (the ' +
+        'account, across Environments): 60 a minute, in bursts of up to 60, per gateway node. Over it: 429 ' +
+        '`rate_limited` with `Retry-After`, before anything is read or written.\n\n' +
         '**Idle release.** A session that does not hold the lease (standby, or superseded) is released by the platform ' +
         '`RUNTIME_SESSION_IDLE_SECONDS` (default 1800) after it was created or lost the lease, unless it is activated ' +
         'first (a durable deadline: restarts do not reset it). It then answers like a released session (409 ' +
@@ -110,6 +113,8 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         '`idle_expired`. An active session never idles out; when its lease lapses or is taken, its idle time starts.',
       credential: 'runtimeToken',
       cors: true,
+      // The cap bounds live sessions, not records: creating and releasing in a loop would grow the store without end.
+      rateLimit: { perMinute: 60, burst: 60, by: 'subject' },
       responses: { 201: { description: 'Created, on standby.', schema: RuntimeSessionResponse } },
       handler: async ({ principal }) => {
         const { caller } = principalAs(principal, 'runtimeToken');
