@@ -1,7 +1,7 @@
 import { defineActorKind } from './actor-kind.js';
 import { idPattern } from '../identity/ids.js';
 import { runtimeLeaseMachine, runtimeLeaseTimers, type LeaseEndReason, type LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';
-import { runtimeSessionMachine } from '../machines/runtime-session/runtime-session.machine.js';
+import { runtimeSessionMachine, runtimeSessionTimers, type SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
 
 export const RUNTIME_SESSION_KIND = 'runtime-session';
 export const RUNTIME_LEASE_KIND = 'runtime-lease';
@@ -16,14 +16,20 @@ export interface LeaseEnded {
 
 /**
  * The Runtime plane's actor kinds. `leaseEnded` runs after the lease actor committed an end of a holding (the sessions
- * and sockets are told); it is bound late because the kinds exist before the services they notify.
+ * and sockets are told); `idleExpired` after a session committed its release for idleness (the lease actor forgets
+ * it, its sockets are told). Both are bound late because the kinds exist before the services they notify.
  */
-export function runtimeKinds(leaseEnded: (ended: LeaseEnded) => void) {
+export function runtimeKinds(leaseEnded: (ended: LeaseEnded) => void, idleExpired: (expired: SessionIdleExpired) => void) {
   const session = defineActorKind({
     name: RUNTIME_SESSION_KIND,
-    machine: runtimeSessionMachine,
+    machine: runtimeSessionMachine.provide({
+      actions: {
+        idleExpired: (_, params) => idleExpired(params),
+      },
+    }),
     key: { pattern: idPattern('rts'), describe: 'runtime session id: rts_ + 26 base32 characters' },
     input: (key: string) => ({ sessionId: key }),
+    timers: (snapshot) => runtimeSessionTimers(snapshot.context),
   });
   const lease = defineActorKind({
     name: RUNTIME_LEASE_KIND,

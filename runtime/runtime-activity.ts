@@ -2,7 +2,7 @@ import type { Clock } from '../actors/clock.js';
 import type { RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
 import { KeyedListeners } from './keyed-listeners.js';
 
-export type ActivityReason = 'connected' | 'activated' | 'superseded' | 'lease_lapsed' | 'released' | 'browser_logout';
+export type ActivityReason = 'connected' | 'activated' | 'superseded' | 'lease_lapsed' | 'released' | 'idle_expired' | 'browser_logout';
 
 /** What a session's sockets are told; the control channel forwards these as they are. */
 export type RuntimeActivityEvent =
@@ -63,7 +63,8 @@ export class RuntimeActivity {
     this.#publish(sessionId, { type: 'session.activity', sessionId, status, leaseVersion, reason, at: this.#now() }, activityOrder(status, seenVersion));
   }
 
-  sessionEnded(sessionId: string, reason: 'released'): void {
+  /** `idle_expired`: the platform released a session that stayed without the lease for its idle time. */
+  sessionEnded(sessionId: string, reason: 'released' | 'idle_expired'): void {
     this.sessionChanged(sessionId, 'released', null, reason, 0);
   }
 

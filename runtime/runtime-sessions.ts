@@ -4,8 +4,8 @@ import type { Clock } from '../actors/clock.js';
 import { RUNTIME_LEASE_KIND, RUNTIME_SESSION_KIND, type LeaseEnded } from '../actors/runtime.actors.js';
 import type { EnvironmentDirectory } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
-import type { LeaseHolder, RuntimeLeaseContext, RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
-import type { PresenceState, RuntimeSessionContext, RuntimeSessionStatus } from '../machines/runtime-session/runtime-session.machine.js';
+import { openRefusal, type LeaseHolder, type RuntimeLeaseContext, type RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
+import type { PresenceState, RuntimeSessionContext, RuntimeSessionStatus, SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
@@ -42,21 +42,43 @@ export interface RuntimeSessionsOptions {
   readonly quota: EvictionQuota;
   readonly activity: RuntimeActivity;
   readonly leaseTtlMs: number;
+  /** Live (not ended) sessions one person may hold in one Environment. */
+  readonly sessionsPerEnvironment: number;
+  /** How long a session without the lease (standby, superseded) lives before the platform releases it. */
+  readonly sessionIdleTtlMs: number;
   readonly warn: (details: Record<string, unknown>, message: string) => void;
 }
 
 const problem = (status: number, code: string, message: string, family: 'runtime' | 'fencing' = 'runtime'): HttpError => new HttpError(status, code, message, { family });
 
+/**
+ * An activation this close to its session's idle deadline is refused as ended: the session would be released while
+ * its activation is under way, and could take the lease (evicting the person's live Runtime) after it ended.
+ */
+const ACTIVATION_MARGIN_MS = 10_000;
+
 /** Why a session that is not active cannot make an active-only call. */
-const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>): HttpError => {
+const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>, endedReason: string | null = null): HttpError => {
   if (status === 'standby') {
     return problem(409, 'runtime_session_standby', 'this session is on standby: activate it (POST /v1/runtime/session/activate) before this call');
   }
   if (status === 'superseded') {
     return problem(409, 'runtime_session_superseded', 'another Runtime of this person took the lease; activate this one again to take it back', 'fencing');
   }
+  if (endedReason === 'idle_expired') {
+    return problem(409, 'runtime_session_ended', 'this Runtime session was released after staying idle without the lease; create a new one');
+  }
   return problem(409, 'runtime_session_ended', `this Runtime session was ${status}; create a new one`);
 };
+
+/** The person already holds as many live sessions in this Environment as they may. */
+const sessionQuota = (cap: number, retryAfterS: number): HttpError =>
+  new HttpError(
+    429,
+    'runtime_session_quota_exceeded',
+    `this person already has ${cap} live Runtime sessions in this Environment; release one (POST /v1/runtime/session/release) or retry in ${retryAfterS} s, when an idle one is released`,
+    { family: 'runtime', headers: { 'retry-after': String(retryAfterS) } },
+  );
 
 /** An activation that lost a race with the session's release or revocation. */
 const ended = (): HttpError => problem(409, 'runtime_session_ended', 'this Runtime session ended (released or revoked) while it was activated; create a new one');
@@ -80,10 +102,30 @@ export class RuntimeSessions {
     return this.#o.leaseTtlMs;
   }
 
-  /** A new standby session bound to the caller's origin and Environment. */
+  /**
+   * A new standby session bound to the caller's origin and Environment, if the person holds fewer than
+   * `sessionsPerEnvironment` live ones there (else 429 `runtime_session_quota_exceeded`, with Retry-After for when the
+   * soonest idle one is released).
+   */
   async create(caller: RuntimeCaller): Promise<RuntimeSessionState> {
+    const { sessionsPerEnvironment: cap, sessionIdleTtlMs: idleTtlMs } = this.#o;
+    // Refused from memory when the lease actor is live and already full: a person retrying at the cap costs no write.
+    const committed = this.#o.host.peekCommitted(RUNTIME_LEASE_KIND, caller.accountId)?.context as RuntimeLeaseContext | undefined;
+    const known = committed ? openRefusal(committed, caller.environmentId, cap, this.#o.clock.now()) : undefined;
+    if (known) throw sessionQuota(cap, this.#retryAfterS(known.freesAt));
     return coordinated(async () => {
       const sessionId = newId('rts');
+      // The place first, in the person's lease actor (its mailbox orders racing creations): a session that fails to be
+      // created after it holds a place for at most its idle time.
+      const opened = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
+        type: 'lease.open',
+        sessionId,
+        environmentId: caller.environmentId,
+        cap,
+        idleTtlMs,
+      });
+      const answer = opened.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.opened' | 'lease.open_refused' }>;
+      if (answer.type === 'lease.open_refused') throw sessionQuota(cap, this.#retryAfterS(answer.freesAt));
       const at = this.#o.clock.now();
       // The index row first: a session logout cannot find must never exist (an orphan row is harmless).
       if (caller.browserId !== null) {
@@ -96,6 +138,7 @@ export class RuntimeSessions {
         environmentId: caller.environmentId,
         origin: caller.origin,
         browserId: caller.browserId,
+        idleTtlMs,
       });
       return { context: reply.snapshot.context as RuntimeSessionContext, status: 'standby', lease: null };
     });
@@ -126,7 +169,7 @@ export class RuntimeSessions {
   /** A session that has not ended: released and revoked sessions answer 409 `runtime_session_ended`. */
   async liveSession(caller: SessionOwner, sessionId: string): Promise<RuntimeSessionState> {
     const state = await this.session(caller, sessionId);
-    if (state.status === 'released' || state.status === 'revoked') throw inactive(state.status);
+    if (state.status === 'released' || state.status === 'revoked') throw inactive(state.status, state.context.endedReason);
     return state;
   }
 
@@ -148,7 +191,11 @@ export class RuntimeSessions {
   async activate(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
     const ticket = this.#o.quota.admit(caller.accountId, sessionId);
     try {
-      await this.liveSession(caller, sessionId);
+      const { context: before } = await this.liveSession(caller, sessionId);
+      const idleUntil = before.idleUntil ?? null;
+      if (idleUntil !== null && idleUntil - this.#o.clock.now() < ACTIVATION_MARGIN_MS) {
+        throw problem(409, 'runtime_session_ended', 'this Runtime session is being released after staying idle without the lease; create a new one');
+      }
       return await coordinated(async () => {
         const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
           type: 'lease.acquire',
@@ -167,8 +214,12 @@ export class RuntimeSessions {
           version: granted.holder.version,
         });
         const context = activated.snapshot.context as RuntimeSessionContext;
-        // It ended right after the lease was granted (the release freed that lease again): ended is what it is.
-        if (context.endedAt !== null) throw ended();
+        // It ended right after the lease was granted: ended is what it is. A release frees that lease itself; an idle
+        // release does too (its effect), which this repeats in case that effect was lost with a crash.
+        if (context.endedAt !== null) {
+          if (context.endedReason === 'idle_expired') await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, { type: 'lease.release', sessionId });
+          throw ended();
+        }
         this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated', granted.holder.version);
         return { context, status: 'active', lease: granted.holder };
       });
@@ -246,6 +297,17 @@ export class RuntimeSessions {
     return outcomes.filter((o) => o.status === 'fulfilled' && o.value).length;
   }
 
+  /**
+   * After a session committed its release for idleness: the lease actor forgets it (it no longer counts against the
+   * cap, and cannot take the lease any more), and its control channel is told.
+   */
+  readonly idleExpired = (expired: SessionIdleExpired): void => {
+    this.#o.activity.sessionEnded(expired.sessionId, 'idle_expired');
+    this.#o.host.send(RUNTIME_LEASE_KIND, expired.accountId, { type: 'lease.release', sessionId: expired.sessionId }).catch((err: unknown) => {
+      this.#o.warn({ err, sessionId: expired.sessionId }, 'lease actor not told of an idle release (its entry lapses on its own)');
+    });
+  };
+
   /** After the lease actor committed the end of a holding: the session learns it, its sockets are told. */
   readonly leaseEnded = (ended: LeaseEnded): void => {
     const { holder, reason, version, accountId } = ended;
@@ -282,6 +344,12 @@ export class RuntimeSessions {
   async renew(accountId: string, holder: { sessionId: string; leaseId: string }): Promise<boolean> {
     const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, accountId, { type: 'lease.renew', sessionId: holder.sessionId, leaseId: holder.leaseId, ttlMs: this.#o.leaseTtlMs });
     return (reply.emitted[0] as RuntimeLeaseEmitted | undefined)?.type === 'lease.renewed';
+  }
+
+  /** Seconds until `freesAt` (at least 1); the whole idle time when no session is on its way out. */
+  #retryAfterS(freesAt: number | null): number {
+    const wait = freesAt === null ? this.#o.sessionIdleTtlMs : freesAt - this.#o.clock.now();
+    return Math.max(1, Math.ceil(wait / 1000));
   }
 
   #renewIfDue(accountId: string, holder: LeaseHolder): void {

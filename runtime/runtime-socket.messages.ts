@@ -42,7 +42,9 @@ export const ControlServerMessage = z.discriminatedUnion('type', [
       sessionId: z.string(),
       status: z.enum(['standby', 'active', 'superseded', 'released', 'revoked']),
       leaseVersion: z.number().int().nullable(),
-      reason: z.enum(['connected', 'activated', 'superseded', 'lease_lapsed', 'released', 'browser_logout']),
+      reason: z
+        .enum(['connected', 'activated', 'superseded', 'lease_lapsed', 'released', 'idle_expired', 'browser_logout'])
+        .describe('`idle_expired`: the platform released the session after it stayed without the lease (standby or superseded) for its idle time.'),
       at: z.iso.datetime(),
     })
     .describe("The session's state changed (or, with reason `connected`, what it is when the channel opens)."),

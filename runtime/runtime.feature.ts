@@ -1,4 +1,5 @@
 import { runtimeKinds, type LeaseEnded } from '../actors/runtime.actors.js';
+import type { SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
 import { identityServices } from '../identity/identity.feature.js';
 import { pluginInstallations } from '../plugins/plugins.feature.js';
 import type { ServerParts, ServerServices } from '../server/server.js';
@@ -73,6 +74,8 @@ async function buildRuntimeServices(services: ServerServices): Promise<RuntimeSe
     quota: new EvictionQuota(clock, config.runtimeEvictionsPerMinute),
     activity,
     leaseTtlMs: config.runtimeLeaseTtlSeconds * 1000,
+    sessionsPerEnvironment: config.runtimeSessionsPerEnvironment,
+    sessionIdleTtlMs: config.runtimeSessionIdleSeconds * 1000,
     warn: (details, message) => log.warn(details, message),
   });
   const installations = pluginInstallations(services);
@@ -82,15 +85,21 @@ async function buildRuntimeServices(services: ServerServices): Promise<RuntimeSe
 
 export function runtimeFeature(): ServerParts {
   let leaseEnded: ((ended: LeaseEnded) => void) | undefined;
+  let idleExpired: ((expired: SessionIdleExpired) => void) | undefined;
   let sockets: ReturnType<typeof runtimeSockets> | undefined;
   return {
-    kinds: runtimeKinds((ended) => leaseEnded?.(ended)),
+    // Before the build binds them, nothing is told: the lease and its entries still lapse on their own deadlines.
+    kinds: runtimeKinds(
+      (ended) => leaseEnded?.(ended),
+      (expired) => idleExpired?.(expired),
+    ),
     build: async (services) => {
       const { clock, storage, publicUrl, logger, config } = services;
       const identity = await identityServices(services);
       const { tokens, activity, sessions, pluginGrants } = await runtimeServices(services);
       const log = logger.child({ component: 'runtime' });
       leaseEnded = sessions.leaseEnded;
+      idleExpired = sessions.idleExpired;
       identity.sessions.onLogout(async (browserId) => {
         const revoked = await sessions.revokeBrowser(browserId);
         if (revoked > 0) log.info({ revoked }, 'runtime sessions revoked by browser logout');

@@ -31,6 +31,8 @@ const EnvSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
   RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
   RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
+  RUNTIME_SESSIONS_PER_ENVIRONMENT: positive.min(2).max(1000).default(32),
+  RUNTIME_SESSION_IDLE_SECONDS: positive.min(60).max(7 * 24 * 3600).default(1800),
   RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive.default(12_000),
   MEDIA_WORKERS: positive.max(256).optional(),
   MEDIA_LISTEN_IP: z.string().min(1).default('127.0.0.1'),
@@ -62,6 +64,10 @@ export interface Config {
   readonly runtimeLeaseTtlSeconds: number;
   /** Activations that evict another Runtime, per person per minute (burst and refill). */
   readonly runtimeEvictionsPerMinute: number;
+  /** Live (not ended) Runtime sessions per person per Environment. */
+  readonly runtimeSessionsPerEnvironment: number;
+  /** A Runtime session without the lease (standby, superseded) is released after this long. */
+  readonly runtimeSessionIdleSeconds: number;
   /** Client messages per runtime socket per minute (burst and refill). */
   readonly runtimeSocketMessagesPerMinute: number;
   /** mediasoup workers of this node; one per core when unset. */
@@ -112,6 +118,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
     runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,
+    runtimeSessionsPerEnvironment: e.RUNTIME_SESSIONS_PER_ENVIRONMENT,
+    runtimeSessionIdleSeconds: e.RUNTIME_SESSION_IDLE_SECONDS,
     runtimeSocketMessagesPerMinute: e.RUNTIME_SOCKET_MESSAGES_PER_MINUTE,
     mediaWorkers: e.MEDIA_WORKERS,
     mediaListenIp: e.MEDIA_LISTEN_IP,

@@ -5,6 +5,11 @@ import { assign, setup } from 'xstate';
  * was created from and to the Environment whose client issued the token. Its own record: who, where, and whether it
  * has ended. Whether it holds the lease right now is the lease actor's to say; this machine follows it by version, so
  * the order in which `activated`/`superseded` arrive does not matter (an older version never overrides a newer one).
+ *
+ * A session that does not hold the lease (standby, or superseded) is released by the platform once it has been idle
+ * for its `idleTtlMs` (a durable deadline, `idleUntil`): a page closed without releasing, or a session created and never
+ * activated, would otherwise stay live forever and fill the person's cap of live sessions. Holding the lease clears
+ * the deadline; losing it (superseded, lapsed) starts it again.
  */
 export type RuntimeSessionStatus = 'standby' | 'active' | 'superseded' | 'released' | 'revoked';
 
@@ -21,7 +26,15 @@ export interface RuntimeSessionContext {
   /** The highest lease version this session has heard of (its own or the one that superseded it); 0 before any. */
   readonly seenVersion: number;
   readonly endedAt: number | null;
+  /** `released` (the page), `idle_expired` (the idle deadline passed), or the revocation's reason (`browser_logout`). */
   readonly endedReason: string | null;
+  /**
+   * How long this session may stay without the lease before it is released, fixed at creation (a configuration
+   * change applies to new sessions). Absent in sessions stored before idle expiry existed: those never expire.
+   */
+  readonly idleTtlMs?: number;
+  /** When this session is released unless it takes the lease first; null while it holds the lease, or once ended. */
+  readonly idleUntil?: number | null;
   readonly lastActivityAt: number;
   /** What the person shows others in the Environment while this session is active; null otherwise. */
   readonly presence: { readonly state: PresenceState; readonly since: number } | null;
@@ -41,6 +54,7 @@ export type RuntimeSessionEvent =
       readonly environmentId: string;
       readonly origin: string;
       readonly browserId: string | null;
+      readonly idleTtlMs: number;
       readonly at: number;
     }
   | { readonly type: 'session.read'; readonly at: number }
@@ -51,7 +65,17 @@ export type RuntimeSessionEvent =
   | { readonly type: 'session.lease_lapsed'; readonly version: number; readonly at: number }
   | { readonly type: 'session.presence'; readonly state: PresenceState; readonly at: number }
   | { readonly type: 'session.release'; readonly at: number }
-  | { readonly type: 'session.revoke'; readonly reason: string; readonly at: number };
+  | { readonly type: 'session.revoke'; readonly reason: string; readonly at: number }
+  | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
+
+/** The durable timer of the idle deadline. */
+export const IDLE_TIMER = 'idle';
+
+/** What the session's owner learns after an idle session was released (its lease and sockets are told). */
+export interface SessionIdleExpired {
+  readonly sessionId: string;
+  readonly accountId: string;
+}
 
 export const runtimeSessionMachine = setup({
   types: { context: {} as RuntimeSessionContext, events: {} as RuntimeSessionEvent, input: {} as RuntimeSessionInput },
@@ -59,23 +83,35 @@ export const runtimeSessionMachine = setup({
     newerActivation: ({ context, event }) => event.type === 'session.activated' && event.version > context.seenVersion,
     newerSupersession: ({ context, event }) => event.type === 'session.superseded' && event.version > (context.lease?.version ?? 0) && context.seenVersion > 0,
     ownLeaseLapsed: ({ context, event }) => event.type === 'session.lease_lapsed' && context.lease?.version === event.version,
+    // Timers are delivered at least once and may be stale (the deadline moved since): only the current one counts.
+    idleDeadlinePassed: ({ context, event }) =>
+      event.type === 'timer.due' && event.name === IDLE_TIMER && context.idleUntil !== undefined && context.idleUntil !== null && event.at >= context.idleUntil,
   },
   actions: {
     takeLease: assign(({ event }) => {
       if (event.type !== 'session.activated') return {};
-      return { lease: { leaseId: event.leaseId, version: event.version }, seenVersion: event.version, lastActivityAt: event.at };
+      return { lease: { leaseId: event.leaseId, version: event.version }, seenVersion: event.version, lastActivityAt: event.at, idleUntil: null };
     }),
     end: assign(({ event }) => ({
       lease: null,
       presence: null,
       endedAt: event.at,
-      endedReason: event.type === 'session.revoke' ? event.reason : 'released',
+      endedReason: event.type === 'session.revoke' ? event.reason : event.type === 'timer.due' ? 'idle_expired' : 'released',
       lastActivityAt: event.at,
+      idleUntil: null,
     })),
     loseLease: assign(({ context, event }) => {
       if (event.type !== 'session.superseded' && event.type !== 'session.lease_lapsed') return {};
-      return { lease: null, presence: null, seenVersion: Math.max(context.seenVersion, event.version), lastActivityAt: event.at };
+      return {
+        lease: null,
+        presence: null,
+        seenVersion: Math.max(context.seenVersion, event.version),
+        lastActivityAt: event.at,
+        idleUntil: context.idleTtlMs === undefined ? null : event.at + context.idleTtlMs,
+      };
     }),
+    /** After the commit: the lease actor forgets the session (it may hold the lease in a race), its sockets are told. */
+    idleExpired: (_, _params: SessionIdleExpired) => {},
   },
 }).createMachine({
   id: 'runtime-session',
@@ -108,6 +144,8 @@ export const runtimeSessionMachine = setup({
             browserId: event.browserId,
             createdAt: event.at,
             lastActivityAt: event.at,
+            idleTtlMs: event.idleTtlMs,
+            idleUntil: event.at + event.idleTtlMs,
           })),
         },
       },
@@ -119,6 +157,11 @@ export const runtimeSessionMachine = setup({
         'session.superseded': { guard: ({ context, event }) => event.version > context.seenVersion, target: 'superseded', actions: 'loseLease' },
         'session.release': { target: 'released', actions: 'end' },
         'session.revoke': { target: 'revoked', actions: 'end' },
+        'timer.due': {
+          guard: 'idleDeadlinePassed',
+          target: 'released',
+          actions: ['end', { type: 'idleExpired', params: ({ context }) => ({ sessionId: context.sessionId, accountId: context.accountId }) }],
+        },
       },
     },
     active: {
@@ -139,9 +182,19 @@ export const runtimeSessionMachine = setup({
         'session.activated': { guard: 'newerActivation', target: 'active', actions: 'takeLease' },
         'session.release': { target: 'released', actions: 'end' },
         'session.revoke': { target: 'revoked', actions: 'end' },
+        'timer.due': {
+          guard: 'idleDeadlinePassed',
+          target: 'released',
+          actions: ['end', { type: 'idleExpired', params: ({ context }) => ({ sessionId: context.sessionId, accountId: context.accountId }) }],
+        },
       },
     },
     released: {},
     revoked: {},
   },
 });
+
+/** The idle deadline while the session is live and without the lease; none otherwise. */
+export function runtimeSessionTimers(context: RuntimeSessionContext): Record<string, number> {
+  return context.endedAt === null && context.idleUntil !== undefined && context.idleUntil !== null ? { [IDLE_TIMER]: context.idleUntil } : {};
+}

@@ -1,6 +1,7 @@
 import { asyncApiMessages } from '../../transport/ws/asyncapi-messages.js';
 import { MEDIA_LIMITS, MediaCloseCode, MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from './media-control.messages.js';
 import { MEDIA_CONTROL_PATH } from './media-control.socket.js';
+import { DIRECT_CALLS_PER_PERSON } from './media-rooms.js';
 
 type Json = Record<string, unknown>;
 
@@ -16,7 +17,9 @@ const REFUSALS =
   'Refusal codes (`response.error.code`): the room\'s own are listed with the room rules below. The control plane adds: ' +
   '`not_joined` (send `room.join` first, or the connection closed while the request ran); `scope_missing` (the grant ' +
   'lacks the scope the request needs: `media:join-space` or `media:direct-call` to join, `media:request-speak`, ' +
-  '`media:publish`); `media_scope_unknown` (the space is no longer configured); `policy_invalid` (the configuration ' +
+  '`media:publish`); `media_scope_unknown` (the space is no longer configured); `direct_call_limit` (`room.join` of a ' +
+  `direct call while the person is in ${DIRECT_CALLS_PER_PERSON} calls of the Environment already, counting those ` +
+  'left without `room.leave` until their reconnect grace ends; refused before the room exists); `policy_invalid` (the configuration ' +
   'fails the Media policy check); `publisher_denied` (the Environment backend did not allow publishing); ' +
   '`e2ee_not_used` (key envelopes only in `sfu_blind` rooms); `target_not_connected`; `media_grant_invalid` ' +
   '(`grant.refresh` with a grant that is not live, lacks `media:connect`, or is for someone or somewhere else); ' +

@@ -29,6 +29,16 @@ export interface RoomTarget {
   readonly violations: readonly string[];
 }
 
+/**
+ * Direct calls one person may be in at once in an Environment (connected, or dropped and inside its reconnect grace).
+ * Call names are the Environment's to choose (`call:<anything>`), so nothing else bounds how many rooms, each with its
+ * router on this node, one person can open: one connection per person would, but a connection that moves to another
+ * call leaves the member of the last one in its grace (up to 120 s) with the room's router alive. A person is in one
+ * call at a time; the rest is room to hang up and call again, or to switch calls, while an old one's grace runs.
+ * Spaces need no such bound: they are configured (at most 64 per Environment).
+ */
+export const DIRECT_CALLS_PER_PERSON = 4;
+
 export interface MediaRoomsDeps {
   readonly host: ActorHost;
   readonly clock: Clock;
@@ -46,6 +56,8 @@ export interface MediaRoomsDeps {
    * died without saying so drops their members (grace) once it lapses. Default HOSTING_TTL_MS.
    */
   readonly hostingTtlMs?: number;
+  /** Default DIRECT_CALLS_PER_PERSON. */
+  readonly callsPerPerson?: number;
 }
 
 export interface PublisherQuestion {
@@ -107,11 +119,20 @@ export class MediaRooms implements MediaRoomsPort {
   readonly #live = new Map<string, LiveRoom>();
   readonly #opening = new Map<string, Promise<LiveRoom>>();
   readonly #hostingTtlMs: number;
+  readonly #callsPerPerson: number;
+  /**
+   * The direct-call rooms each person (`<environmentId> <memberId>`) is in on this node, for DIRECT_CALLS_PER_PERSON:
+   * a place is taken when a join is about to open or enter a call, and given back when the room says the member left
+   * (or the join was refused). In memory: the routers it bounds are this node's, and die with the process; a room
+   * whose members a crashed process left behind drops them when it opens again here.
+   */
+  readonly #calls = new Map<string, Set<string>>();
   #renewal: TimerHandle | undefined;
 
   constructor(deps: MediaRoomsDeps) {
     this.#deps = deps;
     this.#hostingTtlMs = deps.hostingTtlMs ?? HOSTING_TTL_MS;
+    this.#callsPerPerson = deps.callsPerPerson ?? DIRECT_CALLS_PER_PERSON;
     this.#scheduleRenewal();
   }
 
@@ -136,7 +157,10 @@ export class MediaRooms implements MediaRoomsPort {
   /** After the commit of a change no request caused (a grace ended, an offer expired). */
   readonly changedByDeadline = (change: DeadlineChange): void => {
     const live = this.#live.get(change.roomId);
-    if (!live) return;
+    if (!live) {
+      this.#leftCalls(change.roomId, change.changes);
+      return;
+    }
     void this.#readState(change.roomId).then(
       (context) => this.#applyChanges(live, change.changes, context),
       (err: unknown) => this.#deps.logger.warn({ err, roomId: change.roomId }, 'media room state read after a deadline failed'),
@@ -232,6 +256,7 @@ export class MediaRooms implements MediaRoomsPort {
     this.#renewal = undefined;
     for (const live of this.#live.values()) live.media.close();
     this.#live.clear();
+    this.#calls.clear();
   }
 
   async #join(conn: MediaConnection, rtpCapabilities: types.RtpCapabilities): Promise<Record<string, unknown>> {
@@ -241,13 +266,53 @@ export class MediaRooms implements MediaRoomsPort {
     const scopeNeeded = target.kind === 'space' ? 'media:join-space' : 'media:direct-call';
     if (!grant.scopes.includes(scopeNeeded)) throw new MediaRequestError('scope_missing', `joining needs grant scope ${scopeNeeded}`);
     if (target.violations.length > 0) throw new MediaRequestError('policy_invalid', `the space policy fails the Media policy check: ${target.violations.join('; ')}`);
-    const live = await this.#liveRoom(conn.user.roomKey, target.policy);
-    live.joining.add(conn.id);
+    // Before the room actor or its router exists: the place is what lets this join create them.
+    const placeTaken = target.kind === 'call' && this.#takeCallPlace(grant.environmentId, conn.user.memberId, conn.user.roomKey);
     try {
-      return await this.#admit(live, conn, rtpCapabilities);
-    } finally {
-      live.joining.delete(conn.id);
+      const live = await this.#liveRoom(conn.user.roomKey, target.policy);
+      live.joining.add(conn.id);
+      try {
+        return await this.#admit(live, conn, rtpCapabilities);
+      } finally {
+        live.joining.delete(conn.id);
+      }
+    } catch (error) {
+      // Refused, or the room could not open: the member is not in the call. `not_joined` here means it was admitted
+      // and dropped (its connection closed meanwhile): it is in the call for its grace, and the place goes when it leaves.
+      if (placeTaken && !(error instanceof MediaRequestError && error.code === 'not_joined')) this.#giveBackCallPlace(conn.user.roomKey, conn.user.memberId);
+      throw error;
     }
+  }
+
+  /**
+   * Takes a place among the person's direct calls for `roomKey`; false when it already holds one there (a rejoin or a
+   * resume). Refuses `direct_call_limit` when the person is in DIRECT_CALLS_PER_PERSON calls already.
+   */
+  #takeCallPlace(environmentId: string, memberId: string, roomKey: string): boolean {
+    const person = `${environmentId} ${memberId}`;
+    const calls = this.#calls.get(person) ?? new Set<string>();
+    if (calls.has(roomKey)) return false;
+    if (calls.size >= this.#callsPerPerson) {
+      throw new MediaRequestError(
+        'direct_call_limit',
+        `already in ${this.#callsPerPerson} direct calls (counting those left without room.leave, until their reconnect grace ends): leave one first`,
+      );
+    }
+    calls.add(roomKey);
+    this.#calls.set(person, calls);
+    return true;
+  }
+
+  #giveBackCallPlace(roomKey: string, memberId: string): void {
+    const person = `${roomKey.slice(0, roomKey.indexOf('.'))} ${memberId}`;
+    const calls = this.#calls.get(person);
+    if (!calls?.delete(roomKey)) return;
+    if (calls.size === 0) this.#calls.delete(person);
+  }
+
+  /** Members the room says left give their call place back (a space's members hold none: nothing to give). */
+  #leftCalls(roomKey: string, changes: readonly RoomChange[]): void {
+    for (const change of changes) if (change.kind === 'member.left') this.#giveBackCallPlace(roomKey, change.memberId);
   }
 
   /** The join itself, once the room is live here; the connection is vouched for while it runs (see `joining`). */
@@ -435,6 +500,7 @@ export class MediaRooms implements MediaRoomsPort {
 
   /** Closes media that lost its right to flow and shows everyone the new view. */
   #applyChanges(live: LiveRoom, changes: readonly RoomChange[], context: MediaRoomContext | undefined): void {
+    this.#leftCalls(live.key, changes);
     for (const change of changes) {
       if (change.kind === 'seat.freed') this.#closeProducers(live, change.memberId, 'microphone');
       else if (change.kind === 'screen.stopped') this.#closeProducers(live, change.memberId, 'screen');

@@ -56,8 +56,8 @@ const ControlTokenResponse = apiSchema(
 /**
  * The Runtime session lifecycle. Runtime authorization, fencing and coordination refusals are Problems: token
  * (`runtime_token_invalid`, `runtime_authorization_expired`), origin (`runtime_origin_required`,
- * `runtime_origin_mismatch`), session (`runtime_session_not_found`, `runtime_session_ended`), quota (429
- * `runtime_eviction_quota_exceeded`), coordination (503 `runtime_coordination_unavailable`). These routes are not among
+ * `runtime_origin_mismatch`), session (`runtime_session_not_found`, `runtime_session_ended`), quotas (429
+ * `runtime_eviction_quota_exceeded`, `runtime_session_quota_exceeded`), coordination (503 `runtime_coordination_unavailable`). These routes are not among
  * the spec's first tables, so a malformed request is the nested ApiError of general validation.
  */
 export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlTokens: ControlTokens; asyncApi: () => string }): AnyRoute[] {
@@ -97,9 +97,24 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       description:
         'Binds the new session to the request\'s `Origin` (the Environment\'s registered origin, or ' +
         '`platform-env://{environmentId}` in the desktop shell) and to the Environment whose client issued the token. ' +
-        'The session starts on standby: it holds no lease until activated.',
+        'The session starts on standby: it holds no lease until activated.\n\n' +
+        '**Live sessions per person.** A person may hold at most `RUNTIME_SESSIONS_PER_ENVIRONMENT` (default 32) ' +
+        'sessions that have not ended in one Environment (standby, active and superseded ones count; released and ' +
+        'revoked ones do not). Over it: 429 `runtime_session_quota_exceeded` with `Retry-After` (seconds until the ' +
+        'soonest idle session is released), decided in the person\'s lease actor so racing creations cannot pass ' +
+        'together. Release sessions that are no longer needed.\n\n' +
+        '**Creation rate.** Released sessions keep their records, so creating is also limited per person (the ' +
+        'account, across Environments): 60 a minute, in bursts of up to 60, per gateway node. Over it: 429 ' +
+        '`rate_limited` with `Retry-After`, before anything is read or written.\n\n' +
+        '**Idle release.** A session that does not hold the lease (standby, or superseded) is released by the platform ' +
+        '`RUNTIME_SESSION_IDLE_SECONDS` (default 1800) after it was created or lost the lease, unless it is activated ' +
+        'first (a durable deadline: restarts do not reset it). It then answers like a released session (409 ' +
+        '`runtime_session_ended`; status `released`), and its control channel hears `session.activity` with reason ' +
+        '`idle_expired`. An active session never idles out; when its lease lapses or is taken, its idle time starts.',
       credential: 'runtimeToken',
       cors: true,
+      // The cap bounds live sessions, not records: creating and releasing in a loop would grow the store without end.
+      rateLimit: { perMinute: 60, burst: 60, by: 'subject' },
       responses: { 201: { description: 'Created, on standby.', schema: RuntimeSessionResponse } },
       handler: async ({ principal }) => {
         const { caller } = principalAs(principal, 'runtimeToken');
@@ -158,7 +173,9 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       method: 'post',
       path: '/v1/runtime/session/release',
       summary: 'Release the Runtime session',
-      description: 'Ends the session for good (status `released`); if it held the lease, the lease is freed and nobody is evicted. Releasing again answers the same.',
+      description:
+        'Ends the session for good (status `released`); if it held the lease, the lease is freed and nobody is evicted. ' +
+        'Releasing again answers the same. A released session no longer counts against the live sessions a person may hold.',
       credential: 'runtimeSession',
       cors: true,
       responses,
