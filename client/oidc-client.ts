@@ -174,7 +174,11 @@ export function codeFromRedirect(params: URLSearchParams, expected: { state: str
   return code;
 }
 
-/** Exchanges a code with its PKCE verifier and checks the ID token that comes back (when `openid` was asked for). */
+/**
+ * Exchanges a code with its PKCE verifier and checks the ID token that comes back. Both sign-ins ask for `openid` (the
+ * CLI by name, an Environment through its client's scopes) and send a nonce, so an answer without an ID token is
+ * refused: taking it would skip every check the ID token carries.
+ */
 export async function exchangeCode(
   baseUrl: string,
   exchange: { clientId: string; code: string; redirectUri: string; verifier: string; nonce: string; discovery: RegistryDiscovery; now?: () => number },
@@ -188,7 +192,8 @@ export async function exchangeCode(
   });
   if (status !== 200) throw new Error(`token exchange failed: ${String(body.code ?? body.error)}`);
   const tokens = body as unknown as TokenSet;
-  if (tokens.id_token !== undefined) await verifyIdToken(tokens.id_token, exchange);
+  if (tokens.id_token === undefined) throw new Error('the token response carries no ID token, though openid was asked for');
+  await verifyIdToken(tokens.id_token, exchange);
   return tokens;
 }
 
