@@ -117,7 +117,8 @@ function discardingUnanswered(pool: pg.Pool): PostgresPool {
 
 class DiscardingClient implements PostgresPoolClient {
   readonly #client: pg.PoolClient;
-  #unanswered = false;
+  /** The failure of a query that got no answer from Postgres: the connection is not to be used again. */
+  #unanswered: unknown = undefined;
 
   constructor(client: pg.PoolClient) {
     this.#client = client;
@@ -133,16 +134,20 @@ class DiscardingClient implements PostgresPoolClient {
   query<R>(statement: string | PostgresCursor<R>, parameters?: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
     // No cursor is configured on the dialect, so Kysely only ever sends text.
     if (typeof statement !== 'string') throw new Error('streaming queries are not configured');
+    // A connection that already left a query unanswered is not asked again: the ROLLBACK Kysely sends after a failed
+    // statement in a transaction would wait out a second timeout on the same silent backend.
+    // Failing with that query's own error keeps it what the caller hears (Kysely rethrows a failed ROLLBACK's error).
+    if (this.#unanswered !== undefined) return Promise.reject(this.#unanswered);
     return this.#client.query(statement, [...(parameters ?? [])]).then(
       (result) => result as unknown as PostgresQueryResult<R>,
       (error: unknown) => {
-        if (!(error instanceof pg.DatabaseError)) this.#unanswered = true;
+        if (!(error instanceof pg.DatabaseError)) this.#unanswered = error;
         throw error;
       },
     );
   }
 
   release(destroy?: boolean): void {
-    this.#client.release(destroy === true || this.#unanswered);
+    this.#client.release(destroy === true || this.#unanswered !== undefined);
   }
 }
