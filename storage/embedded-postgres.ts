@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
@@ -162,12 +162,24 @@ async function postmasterPidOf(pgdata: string): Promise<number | undefined> {
   return Number.isInteger(pid) && pid > 0 ? pid : undefined;
 }
 
-/** Whether `pid` is a postmaster running on `pgdata` (as this module starts it: `postgres -D <pgdata> …`). */
-function isPostmasterOf(pid: number, pgdata: string): Promise<boolean> {
+/**
+ * Whether `pid` is a postmaster running on `pgdata` (as this module starts it: `postgres -D <pgdata> …`). Paths are
+ * compared resolved, symlinks included: a DATA_DIR reached through a link names the same cluster by another path.
+ */
+async function isPostmasterOf(pid: number, pgdata: string): Promise<boolean> {
+  const wanted = realPath(pgdata);
   return processRuns(pid, ([program = '', ...args]) => {
     const dir = args.indexOf('-D');
-    return path.basename(program) === 'postgres' && dir >= 0 && path.resolve(args[dir + 1] ?? '') === pgdata;
+    return path.basename(program) === 'postgres' && dir >= 0 && realPath(args[dir + 1] ?? '') === wanted;
   });
+}
+
+function realPath(p: string): string {
+  try {
+    return realpathSync(path.resolve(p));
+  } catch {
+    return path.resolve(p);
+  }
 }
 
 /**
