@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../media/control/media-control.messages.js';
-import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
+import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
 
 /**
@@ -9,7 +9,7 @@ import { cutAfterUpgrade } from './uws-upgrade-cut.js';
  * never renews their leases; on a loaded machine a file took over the default 90 s, the leases lapsed mid-file and
  * every later grant was refused as standby.
  */
-export const MEDIA_TEST_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_WORKERS: '1', RUNTIME_LEASE_TTL_SECONDS: '3600' });
+export const MEDIA_TEST_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_WORKERS: '1', ...LONG_LEASE_ENV });
 
 /** Installs Media in an Environment and gives it a configuration, through the operator listener. */
 export async function configureMedia(opsUrl: string, environmentId: string, configuration: unknown): Promise<void> {
