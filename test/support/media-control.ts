@@ -102,7 +102,7 @@ export class MediaControlClient {
         if (client.pushes.some((p) => p.type === 'hello')) {
           clearInterval(poll);
           resolve(client);
-        } else if (Date.now() - started > 5000) {
+        } else if (Date.now() - started > 10_000) {
           clearInterval(poll);
           reject(new Error('no hello'));
         }
@@ -142,7 +142,7 @@ export class MediaControlClient {
   }
 
   /** The newest push of a type satisfying `accept`, waiting for it. */
-  async push<T extends MediaV2ServerMessage['type']>(type: T, accept: (m: Extract<MediaV2ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 5000): Promise<Extract<MediaV2ServerMessage, { type: T }>> {
+  async push<T extends MediaV2ServerMessage['type']>(type: T, accept: (m: Extract<MediaV2ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 10_000): Promise<Extract<MediaV2ServerMessage, { type: T }>> {
     const started = Date.now();
     for (;;) {
       const found = [...this.pushes].reverse().find((m): m is Extract<MediaV2ServerMessage, { type: T }> => m.type === type && accept(m as Extract<MediaV2ServerMessage, { type: T }>));
