@@ -47,6 +47,23 @@ export interface ConnectOptions {
  */
 const QUERY_TIMEOUT_MARGIN_MS = 2_000;
 
+/**
+ * How long opening a new connection may take (TCP, TLS, startup and authentication) before it is given up as an
+ * outage. Only the connecting is bounded by this: see `connectStorage` for how long a caller may wait for a
+ * connection of a full pool.
+ */
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * A pg client whose connecting gives up after CONNECT_TIMEOUT_MS. pg-pool's own `connectionTimeoutMillis` bounds both
+ * the connecting and a caller's wait for a connection of a full pool, and these need different limits.
+ */
+class BoundedConnectClient extends pg.Client {
+  constructor(config: pg.ClientConfig = {}) {
+    super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
+}
+
 /** How long closing waits for the pool's connections to end before it gives up on them. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -63,16 +80,23 @@ function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
 
 export function connectStorage(options: ConnectOptions): StorageConnection {
   const statementTimeoutMs = options.statementTimeoutMs ?? 30_000;
+  const queryTimeoutMs = statementTimeoutMs > 0 ? statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS : 0;
   const pool = new pg.Pool({
+    Client: BoundedConnectClient,
     connectionString: options.connectionString,
     max: options.maxConnections ?? 10,
     application_name: options.applicationName ?? 'registry-coordination',
     statement_timeout: statementTimeoutMs,
-    ...(statementTimeoutMs > 0 ? { query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS } : {}),
+    ...(queryTimeoutMs > 0 ? { query_timeout: queryTimeoutMs } : {}),
     // A peer that vanished without closing the connection (host down, network cut) is noticed by the kernel's
     // probes, so an idle connection does not wait forever for an answer that cannot come.
     keepAlive: true,
-    connectionTimeoutMillis: 5_000,
+    // A caller waits for a connection of a full pool at most as long as a query may run, not CONNECT_TIMEOUT_MS:
+    // a burst of more queries than connections (a thousand actors activating at once, a loaded host) is queued work
+    // that drains at the rate queries finish, not an outage. With 5 s here a burst on a busy machine failed its
+    // later callers with "timeout exceeded when trying to connect" (storage unavailable) while Postgres was fine.
+    // Connecting itself stays bounded by BoundedConnectClient (pg-pool's timer, this long, fires after it).
+    connectionTimeoutMillis: queryTimeoutMs,
     types,
   });
   // A client losing its connection must not crash the process; the query it was running, or the next one, reports

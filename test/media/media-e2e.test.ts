@@ -10,7 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { registerEnvironment } from '../support/identity.js';
 import { ALL_MEDIA_SCOPES, configureMedia, mediaGrant } from '../support/media-control.js';
 import { type MediaPage, MediaPageServer } from '../support/media-page.js';
-import { runtimePerson, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { LONG_LEASE_ENV, runtimePerson, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /**
@@ -39,7 +39,8 @@ test.before(async () => {
   authority = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ decision: 'deny', reason: 'not on the programme' })));
   await new Promise<void>((resolve) => authority.listen(0, '127.0.0.1', resolve));
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
+  // Each person's Runtime is opened once and kept for the later tests (runtimeOf).
+  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV);
   [browser, pages] = await Promise.all([launchChromium(), MediaPageServer.start()]);
   const environmentId = 'media-e2e-world';
   const redirectUri = `${pages.origin}/callback`;

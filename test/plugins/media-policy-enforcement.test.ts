@@ -6,7 +6,7 @@ import { checkMediaEnvironmentConfig } from '../../plugins/media/media-policy.ch
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { mediaGrant, mediaWorld, MediaControlClient } from '../support/media-control.js';
+import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
@@ -52,7 +52,7 @@ const configuration = {
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { MEDIA_WORKERS: '1' });
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   ({ world, modPage } = await mediaWorld(server, 'policy-world', configuration));
 });
 test.after(async () => {

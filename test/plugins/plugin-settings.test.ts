@@ -5,7 +5,7 @@ import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertApiError, assertProblem } from '../support/identity.js';
-import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { runRegistryAdmin } from '../support/process.js';
 import { startTestServer } from '../support/server.js';
 
@@ -41,7 +41,8 @@ const admin = (args: string[]) => runRegistryAdmin(server.opsUrl, 'ops-sam', arg
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
+  // peteInWorld and olgaInWorld are opened in one test and used by the later ones.
+  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV);
   olga = await runtimePerson(server, 'olga');
   pete = await runtimePerson(server, 'pete');
   world = await testEnvironment(server.opsUrl, 'settings-world', 'olga');

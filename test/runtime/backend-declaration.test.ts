@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { installPlugin, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /** Through HTTP: a settings value off its grid is refused; Environment Backend Grants follow their Environment's declaration. */
@@ -19,7 +19,7 @@ const MOVED = 'https://api2.settings-world.example/registry-grants';
 
 test.before(async () => {
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
+  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV);
   pete = await runtimePerson(server, 'pete');
   world = await testEnvironment(server.opsUrl, 'settings-world', 'pete');
   await installPlugin(server.opsUrl, world.environmentId, 'plg_media');

@@ -10,7 +10,7 @@ import { productParts } from '../../server/main.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../../storage/embedded-postgres.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem } from '../support/identity.js';
-import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { LONG_LEASE_ENV, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -189,7 +189,8 @@ test.before(async () => {
   } finally {
     await admin.end();
   }
-  server = await startTestServer(postgres.urlFor('registry'), productParts);
+  // The pages opened here must still hold (or not hold) their leases after two outages and restarts.
+  server = await startTestServer(postgres.urlFor('registry'), productParts, LONG_LEASE_ENV);
   gina = await runtimePerson(server, 'gina');
   env = await testEnvironment(server.opsUrl, 'outage-world', 'gina');
   const declared = await fetch(`${server.opsUrl}/registry/environments/${env.environmentId}/backend`, {

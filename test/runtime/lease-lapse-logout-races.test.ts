@@ -31,13 +31,20 @@ test.after(async () => {
 
 type Host = { send: (kind: string, key: string, event: { type: string; sessionId?: string }) => Promise<unknown> };
 const fencedCall = (page: RuntimeClient) => page.fenced('/v1/runtime/plugins/plg_media/settings');
+/** The committed durable timers of ivy's lease actor (its lapse deadline), through the operator listener. */
+const leaseTimers = async (): Promise<string> => {
+  const detail = (await (await fetch(`${server.opsUrl}/actors/runtime-lease/${ivy.accountId}`)).json()) as { persisted: { timers: unknown } | null };
+  return JSON.stringify(detail.persisted?.timers);
+};
 
 test('documented lapse: a fenced call after a third of the TTL renews; the lease then holds 90 s from that call', async () => {
   const page = await (await ivy.runtime(env)).open();
   clock.advance(40_000);
+  const timersBefore = await leaseTimers();
   const renewing = await fencedCall(page);
   assert.ok(renewing.status !== 409, `fenced call refused: ${renewing.status} ${await renewing.text()}`);
-  await new Promise((r) => setTimeout(r, 200)); // the renewal is fire-and-forget
+  // The renewal is fire-and-forget: wait until it is committed (the lease's stored deadline moved), not a fixed 200 ms.
+  await waitFor(async () => (await leaseTimers()) !== timersBefore, 'the renewal to be committed');
   clock.advance(80_000); // 120 s after activation, 80 s after the renewing call
   await new Promise((r) => setTimeout(r, 1500));
   assert.is(await sessionState(page), 'active', 'renewed 80 s ago: the lease must hold');

@@ -98,8 +98,10 @@ test('one control token opens a bounded number of control channels: one per sess
       refusedCount++;
     }
   }
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  const open = sockets.filter((s) => s.ws.readyState === WebSocket.OPEN);
+  // The replaced channels close asynchronously: wait (not a fixed 300 ms) until at most one is left open.
+  const isOpen = (s: Socket): boolean => s.ws.readyState === WebSocket.OPEN;
+  await waitFor(() => sockets.filter(isOpen).length <= 1, 'the replaced control channels to close').catch(() => undefined);
+  const open = sockets.filter(isOpen);
   assert.is(refusedCount, 0, 'a replayed token is not refused at the upgrade: the newer channel replaces the older');
   assert.is(open.length, 1, `${open.length} control channels of one session open at once from one control token`);
   assert.is(open[0], sockets.at(-1), 'the newest channel is the one left open');
@@ -156,7 +158,8 @@ test('a logout whose Runtime step failed once is retried by the browser, and the
   // "A listener that fails fails the logout, which the browser retries" (identity/browser-sessions.ts:160)
   const retry = await logout();
   const retryBody = await retry.text();
-  await new Promise((r) => setTimeout(r, 100));
+  const signedOut = (): boolean => control.messages.some((m) => m.type === 'browser.signed_out') && control.ws.readyState !== WebSocket.OPEN;
+  await waitFor(signedOut, 'browser.signed_out and the close of the control channel').catch(() => undefined);
   const heard = control.messages.some((m) => m.type === 'browser.signed_out');
   const state = control.ws.readyState;
   control.ws.close();

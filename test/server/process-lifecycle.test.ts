@@ -4,6 +4,7 @@ import path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runToExit, spawnServer, type ServerProcess } from '../support/process.js';
+import { waitFor } from '../support/wait.js';
 import { STORAGE_CHECK_FRESH_MS } from '../../transport/http/routes/status.routes.js';
 
 /**
@@ -28,8 +29,11 @@ interface Ack {
   readonly version: number;
 }
 
-/** Sends additions from `clients` concurrent loops until `stop()`; returns every acknowledged (200) result. */
-function load(server: ServerProcess, clients: number): { stop(): Promise<{ acks: Ack[]; failures: Map<string, number> }> } {
+/**
+ * Sends additions from `clients` concurrent loops until `stop()`; returns every acknowledged (200) result. `acked`
+ * counts them so far.
+ */
+function load(server: ServerProcess, clients: number): { readonly acked: number; stop(): Promise<{ acks: Ack[]; failures: Map<string, number> }> } {
   const acks: Ack[] = [];
   const failures = new Map<string, number>();
   let running = true;
@@ -54,6 +58,9 @@ function load(server: ServerProcess, clients: number): { stop(): Promise<{ acks:
     }
   });
   return {
+    get acked() {
+      return acks.length;
+    },
     async stop() {
       running = false;
       await Promise.all(loops);
@@ -112,7 +119,9 @@ test('refuses invalid configuration and cluster mode it does not have, naming th
 test('kill -9 under load loses no acknowledged event; restart on the same data directory resumes', async () => {
   const first = await spawnServer(ENTRY, { DATA_DIR: dataDir });
   const traffic = load(first, 16);
-  await new Promise((r) => setTimeout(r, 2_000));
+  // Killed mid-load once enough is acknowledged to be worth checking (a count, not a fixed time: on a loaded machine
+  // 2 s saw fewer than 100), with the 16 loops still sending.
+  await waitFor(() => traffic.acked > 100, 'more than 100 acknowledged events', 60_000);
   first.child.kill('SIGKILL');
   await first.exited;
   const { acks } = await traffic.stop();
@@ -148,6 +157,7 @@ test('SIGTERM drains: in-flight requests finish, later ones are refused, exit 0,
   const server = await spawnServer(ENTRY, { DATA_DIR: dataDir });
   const traffic = load(server, 16);
   await new Promise((r) => setTimeout(r, 1_500));
+  await waitFor(() => traffic.acked > 100, 'more than 100 acknowledged events', 60_000);
   server.child.kill('SIGTERM');
   assert.equal(await server.exited, { code: 0, signal: null });
   const { acks, failures } = await traffic.stop();
@@ -205,13 +215,9 @@ test('GET /ready answers 503 (and /v1/status says why) when Postgres stops answe
   }
 });
 
+/** The first log line `match` accepts, once the server's output has reached this process (a pipe, slow under load). */
 async function waitForLine(server: { lines: string[] }, match: (line: string) => boolean): Promise<string | undefined> {
-  for (let i = 0; i < 20; i++) {
-    const line = server.lines.find(match);
-    if (line) return line;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return undefined;
+  return waitFor(() => server.lines.find(match), 'the log line', 10_000).catch(() => undefined);
 }
 
 test.run();

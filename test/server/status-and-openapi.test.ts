@@ -14,11 +14,14 @@ import { counterRoutes } from '../fixtures/counter.routes.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
 
 const run = promisify(execFile);
 
 /** A request that stays in flight until the test lets it go: it holds a drain open. */
 let letGo: () => void = () => {};
+/** Requests that reached the hold route's handler. */
+let holding = 0;
 const holdRoute = defineRoute({
   operationId: 'testHold',
   method: 'get',
@@ -29,6 +32,7 @@ const holdRoute = defineRoute({
   errorFormat: 'api',
   responses: { 204: { description: 'Let go.' } },
   handler: async () => {
+    holding += 1;
     await new Promise<void>((resolve) => (letGo = resolve));
     return { status: 204, body: undefined };
   },
@@ -207,7 +211,8 @@ test('while the node drains, /ready answers 503 and /v1/status 200, both saying 
     });
   assert.is((await probe('/ready')).status, 200);
   const held = fetch(`${server.url}/v1/test/hold`);
-  await new Promise((r) => setTimeout(r, 50));
+  // In flight means in its handler (a fixed 50 ms was not always enough on a loaded machine).
+  await waitFor(() => holding > 0, 'the held request to reach its handler');
   const stopped = server.stop('drain test');
   try {
     const ready = await probe('/ready');

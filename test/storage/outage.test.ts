@@ -44,6 +44,7 @@ test('a statement cancelled by its timeout, and a backend that does not answer, 
     await db.drop();
   }
   assert.is(isStorageOutage(new Error('Query read timeout')), true, "pg's client-side query timeout");
+  assert.is(isStorageOutage(new Error('timeout expired')), true, "pg's connection timeout");
 });
 
 test.run();

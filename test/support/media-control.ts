@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../media/control/media-control.messages.js';
-import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
+import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
 
 /**
@@ -9,7 +9,7 @@ import { cutAfterUpgrade } from './uws-upgrade-cut.js';
  * never renews their leases; on a loaded machine a file took over the default 90 s, the leases lapsed mid-file and
  * every later grant was refused as standby.
  */
-export const MEDIA_TEST_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_WORKERS: '1', RUNTIME_LEASE_TTL_SECONDS: '3600' });
+export const MEDIA_TEST_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_WORKERS: '1', ...LONG_LEASE_ENV });
 
 /** Installs Media in an Environment and gives it a configuration, through the operator listener. */
 export async function configureMedia(opsUrl: string, environmentId: string, configuration: unknown): Promise<void> {
@@ -102,7 +102,7 @@ export class MediaControlClient {
         if (client.pushes.some((p) => p.type === 'hello')) {
           clearInterval(poll);
           resolve(client);
-        } else if (Date.now() - started > 5000) {
+        } else if (Date.now() - started > 10_000) {
           clearInterval(poll);
           reject(new Error('no hello'));
         }
@@ -142,7 +142,7 @@ export class MediaControlClient {
   }
 
   /** The newest push of a type satisfying `accept`, waiting for it. */
-  async push<T extends MediaV2ServerMessage['type']>(type: T, accept: (m: Extract<MediaV2ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 5000): Promise<Extract<MediaV2ServerMessage, { type: T }>> {
+  async push<T extends MediaV2ServerMessage['type']>(type: T, accept: (m: Extract<MediaV2ServerMessage, { type: T }>) => boolean = () => true, timeoutMs = 10_000): Promise<Extract<MediaV2ServerMessage, { type: T }>> {
     const started = Date.now();
     for (;;) {
       const found = [...this.pushes].reverse().find((m): m is Extract<MediaV2ServerMessage, { type: T }> => m.type === type && accept(m as Extract<MediaV2ServerMessage, { type: T }>));

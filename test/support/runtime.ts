@@ -3,6 +3,13 @@ import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js
 import type { DeviceClient } from '../../client/device-client.js';
 import { enrolFirst, registerEnvironment } from './identity.js';
 
+/**
+ * Server settings of a file that opens Runtime pages once on the real clock (in `before`, or in one test for the later
+ * ones) and never renews their leases: leases that outlast a slow run. At the 90 s default a file that ran longer on a
+ * loaded machine saw them lapse mid-file, and every later lease-fenced call was refused as standby.
+ */
+export const LONG_LEASE_ENV: Readonly<Record<string, string>> = Object.freeze({ RUNTIME_LEASE_TTL_SECONDS: '3600' });
+
 export interface RuntimePerson {
   readonly accountId: string;
   readonly device: DeviceClient;

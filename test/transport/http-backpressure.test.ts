@@ -10,6 +10,7 @@ import { defineRoute, FixedJson } from '../../transport/http/route.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startGateway, type TestGateway } from '../support/http.js';
 import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * How the gateway writes answers to clients that read slowly or not at all: a client must not be able to make the
@@ -22,6 +23,8 @@ const BIG_BYTES = 32 * 1024 * 1024;
 
 const Big = apiSchema('TestBigDocument', z.strictObject({ text: z.string() }));
 const bigDocument = new FixedJson({ text: 'x'.repeat(BIG_BYTES) });
+/** Requests the big route has answered (its reply is then being written). */
+let bigServed = 0;
 const bigRoute = defineRoute({
   operationId: 'bigDocument',
   method: 'get',
@@ -31,7 +34,10 @@ const bigRoute = defineRoute({
   credential: 'none',
   errorFormat: 'api',
   responses: { 200: { description: 'The document.', schema: Big } },
-  handler: async () => ({ status: 200, body: bigDocument }),
+  handler: async () => {
+    bigServed += 1;
+    return { status: 200, body: bigDocument };
+  },
 });
 
 let db: TestDatabase;
@@ -96,8 +102,10 @@ test('pipelined requests whose answers are never read do not make the server buf
 });
 
 test('a reply larger than the socket takes at once reaches a client that reads late, whole and in order', async () => {
+  const served = bigServed;
   const socket = await unreadConnection(gateway.url, 'GET /v1/test/big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
-  // Long enough for the first write to fill the socket and the rest to wait on onWritable.
+  // The reply is being written; then long enough for the first write to fill the socket and the rest to wait on onWritable.
+  await waitFor(() => bigServed > served, 'the big reply to start');
   await new Promise((resolve) => setTimeout(resolve, 300));
   const received = await readToEnd(socket);
   const split = received.indexOf('\r\n\r\n');
@@ -113,7 +121,10 @@ test('a reply larger than the socket takes at once reaches a client that reads l
 test('a second request sent while a reply waits for its reader ends that connection, not just that request', async () => {
   // uWS's rule (one unfinished response per connection) is what bounds a pipelining client to one waiting reply.
   const request = 'GET /v1/test/big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+  const served = bigServed;
   const socket = await unreadConnection(gateway.url, request);
+  // The second request must arrive while the first reply waits for its reader: after that reply started.
+  await waitFor(() => bigServed > served, 'the first reply to start');
   await new Promise((resolve) => setTimeout(resolve, 100));
   socket.write(request);
   await new Promise((resolve) => setTimeout(resolve, 100));
