@@ -10,6 +10,7 @@ import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
+import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
 
 /**
  * DIRECT_CALLS_PER_PERSON: call names are the Environment's to choose, so the calls one person is in at once (connected,
@@ -30,18 +31,7 @@ test.before(async () => {
   const cal = await runtimePerson(server, 'caller-cal');
   const lia = await runtimePerson(server, 'listener-lia');
   world = await testEnvironment(server.opsUrl, 'media-calls', 'caller-cal');
-  const directCall = {
-    mode: 'direct_call',
-    maxParticipants: 2,
-    maxSpeakerSeats: 2,
-    floorControl: 'open',
-    raiseHand: 'disabled',
-    screenShare: 'disabled',
-    guestPolicy: 'account_required',
-    encryption: 'sfu_blind',
-    spatialAudio: 'disabled',
-    reconnectGraceSeconds: GRACE_S,
-  };
+  const directCall = { ...DEFAULT_DIRECT_CALL_POLICY, reconnectGraceSeconds: GRACE_S };
   await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: true, policy: directCall } });
   calPage = await (await cal.runtime(world)).open();
   liaPage = await (await lia.runtime(world)).open();
