@@ -5,7 +5,8 @@ import type { LivePluginGrant, PluginGrants } from '../../runtime/plugin-grants.
 import type { RuntimeActivity } from '../../runtime/runtime-activity.js';
 import { HttpError } from '../../transport/http/errors.js';
 import { socketBearer } from '../../transport/ws/codecs.js';
-import { defineWebSocketEndpoint, KeyedTokenBuckets, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
+import { RateLimiter } from '../../transport/http/rate-limit.js';
+import { defineWebSocketEndpoint, keyedBudget, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
 import {
   MEDIA_LIMITS,
   MEDIA_PROTOCOL_VERSION,
@@ -87,9 +88,10 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
   const memberKey = (grant: LivePluginGrant): string => `${grant.environmentId} ${grant.actorId}`;
   /**
    * requestsPerMinute is the person's, keyed as their one connection is: a reconnect (which replaces the older
-   * connection) draws from the same bucket, so it cannot buy a fresh 600. Buckets go once refilled (a minute idle).
+   * connection) draws from the same bucket, so it cannot buy a fresh 600. The limiter is bounded (its stalest buckets
+   * go first when full).
    */
-  const budgets = new KeyedTokenBuckets(limits.requestsPerMinute);
+  const budgets = new RateLimiter(deps.clock);
 
   const end = (conn: MediaConnection, reason: 'replaced' | 'grant_expired' | 'grant_ended', code: number): void => {
     conn.send({ type: 'session.ended', reason });
@@ -158,7 +160,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     maxBackpressureBytes: 1024 * 1024,
     idleTimeoutSeconds: 32,
     messagesPerMinute: limits.requestsPerMinute,
-    messageBudget: (user) => budgets.budget(memberKey(user.grant)),
+    messageBudget: (user) => keyedBudget(budgets, memberKey(user.grant), limits.requestsPerMinute),
     inbound: MediaV2ClientMessageSchema,
     errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, requestId: error.requestId, ...(error.details ? { details: [...error.details] } : {}) }),
     async authenticate(upgrade) {

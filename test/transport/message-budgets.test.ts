@@ -5,52 +5,50 @@ import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
 import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
-import { CloseCode, defineWebSocketEndpoint, KeyedTokenBuckets, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
+import { ManualClock, systemClock } from '../../actors/clock.js';
+import { RateLimiter } from '../../transport/http/rate-limit.js';
+import { CloseCode, defineWebSocketEndpoint, keyedBudget, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
 import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
 
 /**
- * Budgets kept per someone (a person) rather than per connection: every connection of a key draws from one bucket,
- * and the buckets held stay bounded. Times are explicit milliseconds, as the connection passes them. Last, an endpoint
- * that supplies them (`messageBudget`), on a real uWS server on loopback with the `ws` package as the client.
+ * Budgets kept per someone (a person) rather than per connection: every connection of a key draws from one bucket of
+ * the bounded, keyed RateLimiter. Last, an endpoint that supplies them (`messageBudget`), on a real uWS server on
+ * loopback with the `ws` package as the client.
  */
 
 test('every budget handed out for a key draws from one bucket: a reconnect continues it, another key has its own', () => {
-  const buckets = new KeyedTokenBuckets(10);
-  const first = buckets.budget('env-1 actor-a');
+  const clock = new ManualClock(0);
+  const limiter = new RateLimiter(clock);
+  const first = keyedBudget(limiter, 'env-1 actor-a', 10);
   for (let i = 0; i < 10; i++) assert.ok(first.take(0), `message ${i + 1} of the burst`);
   assert.not.ok(first.take(0), 'the burst is spent');
   // The same person reconnects: a new connection, the same budget.
-  const again = buckets.budget('env-1 actor-a');
-  assert.not.ok(again.take(1), 'a reconnect does not start a fresh budget');
-  assert.ok(buckets.budget('env-1 actor-b').take(1), 'another person is not charged for it');
+  const again = keyedBudget(limiter, 'env-1 actor-a', 10);
+  assert.not.ok(again.take(0), 'a reconnect does not start a fresh budget');
+  assert.ok(keyedBudget(limiter, 'env-1 actor-b', 10).take(0), 'another person is not charged for it');
   // 10 a minute: one message back every 6 s.
-  assert.ok(again.take(6_001));
-  assert.not.ok(again.take(6_002));
+  clock.advance(6_001);
+  assert.ok(again.take(0));
+  assert.not.ok(again.take(0));
 });
 
-test('memory: a bucket refilled to full is dropped (it is the same as a new one); past maxKeys the longest idle goes', () => {
-  const buckets = new KeyedTokenBuckets(10, { maxKeys: 3 });
-  buckets.take('a', 0);
-  for (let i = 0; i < 10; i++) buckets.take('b', 1_000);
-  assert.is(buckets.size, 2);
-  // 'a' spent one message (back in 6 s), 'b' its whole burst (back in a minute): by 60.5 s 'a' has refilled and is
-  // forgotten by the next take, 'b' not yet.
-  buckets.take('c', 60_500);
-  assert.is(buckets.size, 2, "'a' dropped once full again");
-  // A dropped bucket comes back full: nothing was lost by dropping it.
-  for (let i = 0; i < 10; i++) assert.ok(buckets.take('a', 60_600));
-  assert.not.ok(buckets.take('a', 60_600));
-  // The cap: with 'b', 'c' and 'a' held, a fourth key pushes out the longest idle ('b'), never the one in use.
-  buckets.take('d', 60_700);
-  assert.is(buckets.size, 3);
-  assert.not.ok(buckets.take('a', 60_700), "'a' was the last used before 'd' and kept its spent budget");
-  // Many keys, one message each: never more than maxKeys held.
-  for (let i = 0; i < 1_000; i++) buckets.take(`k${i}`, 61_000 + i);
-  assert.is(buckets.size, 3);
+test('memory: the buckets held are bounded, the longest idle going first (it comes back full, erring towards allowing)', () => {
+  const clock = new ManualClock(0);
+  const limiter = new RateLimiter(clock, 3);
+  const spent = keyedBudget(limiter, 'a', 10);
+  for (let i = 0; i < 10; i++) spent.take(0);
+  assert.not.ok(spent.take(0));
+  // Three other keys: 'a' is the longest idle, so its bucket goes to make room.
+  for (const key of ['b', 'c', 'd']) keyedBudget(limiter, key, 10).take(0);
+  assert.ok(spent.take(0), "'a' was forgotten, so it starts afresh");
+  // The key in use is never the one pushed out: 'a' was just used, 'b' is the longest idle now.
+  keyedBudget(limiter, 'e', 10).take(0);
+  for (let i = 0; i < 9; i++) assert.ok(spent.take(0), `message ${i + 2} of 'a's fresh burst`);
+  assert.not.ok(spent.take(0), "'a' kept its bucket while 'e' came in");
 });
 
 test('an endpoint that supplies the budget (one per user): a reconnect continues it instead of starting afresh', async () => {
-  const perUser = new KeyedTokenBuckets(5);
+  const perUser = new RateLimiter(systemClock);
   const definition = {
     path: '/echo',
     name: 'user-limited',
@@ -63,7 +61,7 @@ test('an endpoint that supplies the budget (one per user): a reconnect continues
       await new Promise((resolve) => setTimeout(resolve, 5)); // an asynchronous upgrade, as every real endpoint's
       return { name: 'alice' };
     },
-    messageBudget: (user: { name: string }) => perUser.budget(user.name),
+    messageBudget: (user: { name: string }) => keyedBudget(perUser, user.name, 5),
     onMessage: (conn: { send(m: unknown): boolean }, message: { type: 'echo'; text: string }) => void conn.send(message),
   };
   assert.throws(() => defineWebSocketEndpoint({ ...definition, messagesPerMinute: undefined }), /messageBudget needs messagesPerMinute/);

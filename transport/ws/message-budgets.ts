@@ -1,8 +1,10 @@
+import type { RateLimiter } from '../http/rate-limit.js';
+
 /**
  * The budgets behind an endpoint's `messagesPerMinute`. By default each connection has its own, which is right when a
  * connection is the unit the limit is about. When the limit belongs to someone who may reconnect (a person, a
  * device), a budget per connection starts afresh with every reconnect, and reconnecting buys a new burst: such an
- * endpoint keeps one bucket per someone (`KeyedTokenBuckets`) and hands each of their connections that bucket.
+ * endpoint hands each of their connections the same keyed budget (`keyedBudget`).
  */
 
 /** Where one connection's inbound messages are counted. */
@@ -32,10 +34,6 @@ export class TokenBucket implements MessageBudget {
     return true;
   }
 
-  /** Whether the bucket has refilled to its capacity by `now`: it is then the same as a new one. */
-  fullAt(now: number): boolean {
-    return this.#tokens + Math.max(0, now - this.#last) * this.#perMs >= this.#capacity;
-  }
 
   #refill(now: number): void {
     // A time earlier than the last one (two callers' clocks read out of order) adds nothing, never takes tokens away.
@@ -44,56 +42,10 @@ export class TokenBucket implements MessageBudget {
   }
 }
 
-/** Buckets kept by default: ≈ 100 bytes each, so about 10 MB at most. */
-const DEFAULT_MAX_KEYS = 100_000;
-
 /**
- * One token bucket per key (a person, say), shared by every connection of that key, so the budget carries across
- * reconnects. Memory stays bounded: a bucket that has refilled to capacity is the same as a new one, so it is dropped
- * (at the latest a minute after its key's last message, because a full refill takes a minute); what is kept is the
- * keys that sent something in the last minute, at most `maxKeys` of them. Past `maxKeys` the longest idle key's bucket
- * is dropped before it has refilled, and that key starts afresh: a backstop, reached only when more than `maxKeys`
- * keys all spoke within one minute.
+ * The budget of `key` in `limiter`, for a connection of it: every connection handed the budget of one key draws from
+ * that key's one bucket (the HTTP gateway's bounded, keyed `RateLimiter`), so a reconnect continues it.
  */
-export class KeyedTokenBuckets {
-  readonly #perMinute: number;
-  readonly #maxKeys: number;
-  /** In order of last use, longest idle first (a used key is moved to the end), so the sweep stops at the first live one. */
-  readonly #buckets = new Map<string, TokenBucket>();
-
-  constructor(perMinute: number, options: { maxKeys?: number } = {}) {
-    const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
-    if (!Number.isInteger(perMinute) || perMinute <= 0) throw new RangeError('perMinute must be a positive integer');
-    if (!Number.isInteger(maxKeys) || maxKeys <= 0) throw new RangeError('maxKeys must be a positive integer');
-    this.#perMinute = perMinute;
-    this.#maxKeys = maxKeys;
-  }
-
-  /** The budget of `key`, for a connection of it: every connection of the key draws from the same bucket. */
-  budget(key: string): MessageBudget {
-    return { take: (now) => this.take(key, now) };
-  }
-
-  take(key: string, now: number): boolean {
-    const held = this.#buckets.get(key);
-    // Out of the map while the others are swept (so the sweep cannot drop it), then back in at the end: last used.
-    if (held) this.#buckets.delete(key);
-    this.#forget(now);
-    const bucket = held ?? new TokenBucket(this.#perMinute, now);
-    this.#buckets.set(key, bucket);
-    return bucket.take(now);
-  }
-
-  /** Buckets held (keys that sent something within about the last minute). */
-  get size(): number {
-    return this.#buckets.size;
-  }
-
-  /** Drops the full buckets at the front, and the longest idle ones while there is no room for one more. */
-  #forget(now: number): void {
-    for (const [key, bucket] of this.#buckets) {
-      if (this.#buckets.size < this.#maxKeys && !bucket.fullAt(now)) return;
-      this.#buckets.delete(key);
-    }
-  }
+export function keyedBudget(limiter: RateLimiter, key: string, perMinute: number): MessageBudget {
+  return { take: () => limiter.take(key, perMinute, perMinute) === 0 };
 }
