@@ -72,11 +72,11 @@ async function buildIdentityServices({ host, clock, storage, publicUrl }: Server
 export const identityFeature: ServerParts = {
   kinds: identityKinds,
   build: async (services) => {
-    const { clock, storage, publicUrl, logger } = services;
+    const { clock, storage, publicUrl, logger, config } = services;
     const db = storage.db;
     const { accounts, keys, directory, sessions, admins, reviewers, grants } = await identityServices(services);
     const assertionUses = new AssertionUses(storage);
-    const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: await ReplayGuard.open(clock, assertionUses) });
+    const assertions = new DeviceAssertionVerifier({ lookup: accounts.lookupDevice, clock, replays: await ReplayGuard.open(clock, assertionUses, { perDevice: config.deviceAssertionsPerDevice }) });
 
     const deviceAssertion: CredentialVerifier = async (request, requirements) => {
       const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import * as z from 'zod';
+import { REPLAY_GUARD_PER_DEVICE } from '../identity/device-assertion.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positive = z.coerce.number().int().positive();
@@ -31,6 +32,7 @@ const EnvSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
   RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
   RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
+  DEVICE_ASSERTIONS_PER_DEVICE: positive.min(10).max(1_000_000).default(REPLAY_GUARD_PER_DEVICE),
   RUNTIME_SESSIONS_PER_ENVIRONMENT: positive.min(2).max(1000).default(32),
   RUNTIME_SESSION_IDLE_SECONDS: positive.min(60).max(7 * 24 * 3600).default(1800),
   RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive.default(12_000),
@@ -64,6 +66,8 @@ export interface Config {
   readonly runtimeLeaseTtlSeconds: number;
   /** Activations that evict another Runtime, per person per minute (burst and refill). */
   readonly runtimeEvictionsPerMinute: number;
+  /** Used device-assertion ids one device may hold inside their window (its share of the replay guard). */
+  readonly deviceAssertionsPerDevice: number;
   /** Live (not ended) Runtime sessions per person per Environment. */
   readonly runtimeSessionsPerEnvironment: number;
   /** A Runtime session without the lease (standby, superseded) is released after this long. */
@@ -118,6 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
     runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,
+    deviceAssertionsPerDevice: e.DEVICE_ASSERTIONS_PER_DEVICE,
     runtimeSessionsPerEnvironment: e.RUNTIME_SESSIONS_PER_ENVIRONMENT,
     runtimeSessionIdleSeconds: e.RUNTIME_SESSION_IDLE_SECONDS,
     runtimeSocketMessagesPerMinute: e.RUNTIME_SOCKET_MESSAGES_PER_MINUTE,
