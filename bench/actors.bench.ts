@@ -52,7 +52,8 @@
  * Environment (all optional): BENCH_DATABASE_URL (a cluster to use instead of an embedded Postgres; a fresh database
  * is created and dropped), BENCH_ACTORS (default 1,100,10000), BENCH_SENDERS (256), BENCH_DURATION_MS (6000),
  * BENCH_WARMUP_MS (1000), BENCH_RAW_MS (1200 per sweep point), BENCH_COMMIT_LANES, BENCH_MAX_BATCH_ACTORS,
- * BENCH_TIMEOUT_MS (300000: the run fails rather than hangs), BENCH_ENFORCE_TARGETS=1 (exit 1 when a target is missed;
+ * BENCH_TIMEOUT_MS (300000: the run fails rather than hangs), BENCH_PROFILE=1 (one more window per actor count under V8's
+ * sampling profiler, after the measured one so it is not slowed; prints where the bench process's time went), BENCH_ENFORCE_TARGETS=1 (exit 1 when a target is missed;
  * otherwise the exit code is 1 only when the bench itself failed).
  */
 import { availableParallelism } from 'node:os';
@@ -65,6 +66,7 @@ import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js'
 import { tallyKind, tallyMachine } from './fixtures/tally.kind.js';
 import { openBenchDatabase, type BenchDatabase } from './support/bench-database.js';
 import { guardBench } from './support/bench-guard.js';
+import { profileDuring } from './support/cpu-profile.js';
 import { MachineCpu, sampleMachineCpu } from './support/cpu.js';
 import { BatchStats, runLoad, type BatchTotals, type LoadResult } from './support/host-load.js';
 import { RawUpserter, type RawRun } from './support/raw-upsert.js';
@@ -87,7 +89,11 @@ const config = Object.freeze({
   maxBatchActors: intEnv('BENCH_MAX_BATCH_ACTORS', 4_000),
   timeoutMs: intEnv('BENCH_TIMEOUT_MS', 300_000),
   databaseUrl: process.env.BENCH_DATABASE_URL || undefined,
+  profile: process.env.BENCH_PROFILE === '1',
 });
+
+/** With BENCH_PROFILE=1: where the bench process's time went in one more window after each measured one. */
+const profileLines: string[] = [];
 
 interface CountResult {
   readonly actors: number;
@@ -172,6 +178,10 @@ async function benchActorCount(database: BenchDatabase, store: PostgresActorStor
     await runLoad({ ...load, pick: 'random', durationMs: config.warmupMs });
     stats.reset();
     measured = await runLoad({ ...load, pick: 'random', durationMs: config.durationMs, onWindowClosed: () => (inWindow = stats.totals()) });
+    if (config.profile) {
+      const { result, lines } = await profileDuring('actors-bench', () => runLoad({ ...load, pick: 'random', durationMs: config.durationMs }));
+      profileLines.push(`${actors} actors, one more window profiled (${Math.round(result.eventsPerSec)} events/s under the profiler):`, ...lines);
+    }
   } finally {
     await host.drain();
   }
@@ -285,6 +295,7 @@ function report(results: readonly CountResult[], where: string, startedAt: numbe
   out.push('in % of all cores; cpu µs/ev:row = CPU time of every process per host event : per raw row (best raw run).');
   out.push('With 1 actor the raw path can write one row per statement (an upsert cannot touch a row twice)');
   out.push('while the host journals all queued events of an actor in one statement: hence ratios far above 100 % there.');
+  out.push(...profileLines);
   if (loggedProblems > 0) out.push(`host logged ${loggedProblems} warnings/errors during the run`);
   for (const r of results) if (r.host.failures > 0) out.push(`${r.actors} actors: ${r.host.failures} sends failed, first: ${r.host.firstFailure}`);
   out.push('');

@@ -22,10 +22,7 @@
  * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20), BENCH_IN_FLIGHT
  * (default 64,256,512), BENCH_PROFILE (0 | 1; profiles at the largest load).
  */
-import { writeFile } from 'node:fs/promises';
-import { Session } from 'node:inspector/promises';
-import { availableParallelism, tmpdir } from 'node:os';
-import path from 'node:path';
+import { availableParallelism } from 'node:os';
 import { compactVerify, importJWK, type CryptoKey } from 'jose';
 import { ActorHost } from '../actors/actor-host.js';
 import { systemClock } from '../actors/clock.js';
@@ -43,7 +40,7 @@ import { RegistrySecrets } from '../identity/opaque-tokens.js';
 import { RegistrySigningKeys } from '../identity/signing-keys.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { openBenchDatabase } from './support/bench-database.js';
-import { summariseProfile } from './support/cpu-profile.js';
+import { profileDuring } from './support/cpu-profile.js';
 import { sampleMachineCpu } from './support/cpu.js';
 import { GroupCpu, postgresPids, postgresPidsUnder } from './support/proc.js';
 import { percent, round2 } from './support/report-format.js';
@@ -98,26 +95,8 @@ async function inFlight<T, R>(items: readonly T[], work: (item: T) => Promise<R>
 
 /** One more exchange phase under the sampling profiler: where this process's time goes per exchange. */
 async function profiled<T>(items: readonly T[], work: (item: T) => Promise<TokenResponse>, concurrency: number): Promise<string[]> {
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 200 });
-  await session.post('Profiler.start');
-  const phase = await inFlight(items, work, concurrency);
-  const { profile } = await session.post('Profiler.stop');
-  session.disconnect();
-  const file = path.join(tmpdir(), `token-bench-${Date.now()}.cpuprofile`);
-  await writeFile(file, JSON.stringify(profile));
-  const summary = summariseProfile(profile, 20, { keepBenchFrames: true });
-  return [
-    `  profile of one more exchange phase (${concurrency} in flight, ${Math.round(phase.perSec)}/s under the profiler): main thread ${percent(summary.busy)} busy; shares of its busy time:`,
-    `    self time by area: ${summary.byArea.map((a) => `${a.name} ${percent(a.share)}`).join(', ')}`,
-    '    self time, top functions:',
-    ...summary.topFunctions.map((f) => `      ${percent(f.share).padStart(5)}  ${f.name}`),
-    "    the project's functions, inclusive:",
-    ...summary.topProjectInclusive.map((f) => `      ${percent(f.share).padStart(5)}  ${f.name}`),
-    `    profile: ${file}`,
-  ];
+  const { result: phase, lines } = await profileDuring('token-bench', () => inFlight(items, work, concurrency));
+  return [`  profile of one more exchange phase (${concurrency} in flight, ${Math.round(phase.perSec)}/s under the profiler):`, ...lines];
 }
 
 async function main(): Promise<void> {

@@ -1,4 +1,9 @@
+import { writeFile } from 'node:fs/promises';
 import type { Profiler, Runtime } from 'node:inspector';
+import { Session } from 'node:inspector/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { percent } from './report-format.js';
 
 export interface ProfileShare {
   readonly name: string;
@@ -102,5 +107,43 @@ export function summariseProfile(profile: Profiler.Profile, top = 15, options: {
     byArea: ranked(byArea, top),
     topFunctions: ranked(byFunction, top),
     topProjectInclusive: ranked(inclusive, top),
+  };
+}
+
+/**
+ * Runs `work` under V8's sampling profiler in this process and describes where the time went: report lines (the
+ * .cpuprofile is kept in the temporary directory, named after `label`). Frames of the bench are kept: the code under
+ * test runs beneath them.
+ */
+export async function profileDuring<T>(label: string, work: () => Promise<T>): Promise<{ result: T; lines: string[] }> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 200 });
+  await session.post('Profiler.start');
+  let result: T;
+  try {
+    result = await work();
+  } catch (error) {
+    await session.post('Profiler.stop');
+    session.disconnect();
+    throw error;
+  }
+  const { profile } = await session.post('Profiler.stop');
+  session.disconnect();
+  const file = path.join(tmpdir(), `${label}-${Date.now()}.cpuprofile`);
+  await writeFile(file, JSON.stringify(profile));
+  const summary = summariseProfile(profile, 20, { keepBenchFrames: true });
+  return {
+    result,
+    lines: [
+      `    main thread ${percent(summary.busy)} busy; shares of its busy time:`,
+      `    self time by area: ${summary.byArea.map((a) => `${a.name} ${percent(a.share)}`).join(', ')}`,
+      '    self time, top functions:',
+      ...summary.topFunctions.map((f) => `      ${percent(f.share).padStart(5)}  ${f.name}`),
+      "    the project's functions, inclusive:",
+      ...summary.topProjectInclusive.map((f) => `      ${percent(f.share).padStart(5)}  ${f.name}`),
+      `    profile: ${file}`,
+    ],
   };
 }
