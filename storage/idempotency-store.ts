@@ -1,3 +1,5 @@
+import type { SweepOutcome } from './sweep.js';
+
 /**
  * Remembers the outcome of requests sent with an `Idempotency-Key`, per caller scope, so a retry gets the original
  * result instead of a second execution.
@@ -19,8 +21,8 @@ export interface IdempotencyStore {
    * again; a claim taken over since is left alone.
    */
   abandon(scope: string, key: string, claim: string): Promise<void>;
-  /** Deletes expired records; returns how many. */
-  sweep(limit: number): Promise<number>;
+  /** Deletes every expired record, in bounded statements, for at most a few seconds; the next sweep goes on. */
+  sweep(): Promise<SweepOutcome>;
 }
 
 export type IdempotencyClaim =

@@ -2,6 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import type { IdempotencyClaim, IdempotencyStore, StoredResult } from '../idempotency-store.js';
+import { sweepUntilDone, type SweepOutcome } from '../sweep.js';
+
+/** One sweep's time budget: well inside the minute between sweeps, so runs never overlap. */
+const SWEEP_BUDGET_MS = 20_000;
 
 export interface IdempotencyTimings {
   /** How long a completed result is replayed. */
@@ -75,10 +79,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       .execute();
   }
 
-  async sweep(limit: number): Promise<number> {
-    const result = await sql`
-      DELETE FROM idempotency_records
-       WHERE ctid IN (SELECT ctid FROM idempotency_records WHERE expires_at < now() LIMIT ${limit})`.execute(this.#db);
-    return Number(result.numAffectedRows ?? 0);
+  sweep(): Promise<SweepOutcome> {
+    return sweepUntilDone(async (limit) => {
+      const result = await sql`
+        DELETE FROM idempotency_records
+         WHERE ctid IN (SELECT ctid FROM idempotency_records WHERE expires_at < now() LIMIT ${limit})`.execute(this.#db);
+      return Number(result.numAffectedRows ?? 0);
+    }, { budgetMs: SWEEP_BUDGET_MS });
   }
 }

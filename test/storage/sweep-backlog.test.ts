@@ -1,0 +1,69 @@
+import { sql } from 'kysely';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { sweepAccessRecords } from '../../identity/access-sweep.js';
+import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
+import { SWEEP_BATCH } from '../../storage/sweep.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+/**
+ * A sweep run removes everything that has fallen due, however much piled up since the last run, in statements of
+ * SWEEP_BATCH rows. Each sweep used to run one bounded statement per interval (1,000 idempotency records a minute,
+ * 5,000 codes every ten minutes): a server taking more than that many idempotent requests or sign-ins kept a backlog
+ * that only grew.
+ */
+let db: TestDatabase;
+
+test.before(async () => {
+  db = await createTestDatabase();
+});
+test.after(async () => {
+  await db.drop();
+});
+
+const count = async (table: string): Promise<number> =>
+  Number((await sql<{ n: string }>`SELECT count(*) AS n FROM ${sql.table(table)}`.execute(db.connection.db)).rows[0]!.n);
+
+test('one idempotency sweep removes an expired backlog several batches deep and keeps the live records', async () => {
+  const backlog = 2 * SWEEP_BATCH + 1_234;
+  await sql`
+    INSERT INTO idempotency_records (scope, key, fingerprint, state, status, headers, body, expires_at)
+    SELECT 'account:a', 'expired-' || g, 'fp', 'complete', 201, '{}'::jsonb, '\\x'::bytea, now() - interval '1 minute'
+      FROM generate_series(1, ${backlog}::int) g`.execute(db.connection.db);
+  await sql`
+    INSERT INTO idempotency_records (scope, key, fingerprint, state, status, headers, body, expires_at)
+    SELECT 'account:a', 'live-' || g, 'fp', 'complete', 201, '{}'::jsonb, '\\x'::bytea, now() + interval '1 hour'
+      FROM generate_series(1, 5) g`.execute(db.connection.db);
+  const store = new PostgresIdempotencyStore(db.connection.db, { retentionSeconds: 60, claimTimeoutSeconds: 60 });
+
+  assert.equal(await store.sweep(), { removed: backlog, done: true });
+  assert.is(await count('idempotency_records'), 5);
+  assert.equal(await store.sweep(), { removed: 0, done: true });
+});
+
+test('one access sweep removes a backlog of expired codes and ended sessions several batches deep', async () => {
+  const q = db.connection.db;
+  await sql`INSERT INTO oidc_clients (client_id, kind, name, redirect_uris) VALUES ('cli', 'cli', 'CLI', '[]'::jsonb)`.execute(q);
+  const backlog = 2 * SWEEP_BATCH + 321;
+  await sql`
+    INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, account_id, account_epoch, browser_id,
+                             auth_time, expires_at)
+    SELECT 'c' || g, 'cli', 'http://127.0.0.1/cb', 'x', '[]'::jsonb, 'acc', 1, 'brw', now(), now() - interval '2 days'
+      FROM generate_series(1, ${backlog}::int) g`.execute(q);
+  await sql`
+    INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, account_id, account_epoch, browser_id,
+                             auth_time, expires_at)
+    VALUES ('fresh', 'cli', 'http://127.0.0.1/cb', 'x', '[]'::jsonb, 'acc', 1, 'brw', now(), now() + interval '1 minute')`.execute(q);
+  const ended = SWEEP_BATCH + 77;
+  await sql`
+    INSERT INTO browser_sessions (id, kind, secret_hash, browser_id, account_id, account_epoch, created_at, expires_at)
+    SELECT 'bs' || g, 'page', 'h' || g, 'brw', 'acc', 1, now() - interval '3 days', now() - interval '2 days'
+      FROM generate_series(1, ${ended}::int) g`.execute(q);
+
+  const outcome = await sweepAccessRecords(q, Date.now());
+  assert.equal(outcome, { removed: backlog + ended, done: true });
+  assert.equal((await q.selectFrom('oauth_codes').select('code_hash').execute()).map((r) => r.code_hash), ['fresh']);
+  assert.is(await count('browser_sessions'), 0);
+});
+
+test.run();
