@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/database.js';
-import { sweepUntilDone, type SweepOutcome } from '../storage/sweep.js';
+import { deletingWith, sweepInTurn, type SweepOutcome } from '../storage/sweep.js';
 
 /** How long spent or ended access records stay after they stopped mattering: long enough to read in an incident. */
 export const ACCESS_RECORD_RETENTION_MS = 24 * 3600_000;
@@ -12,34 +12,28 @@ const SWEEP_BUDGET_MS = 60_000;
 /**
  * Removes access records that can no longer be used, every one that has fallen due (in bounded statements, for at
  * most SWEEP_BUDGET_MS; what is left goes next run): expired codes (a spent code stays until then, so a replay inside
- * its lifetime is still recognised and revokes its grant), sessions past their end, and the refresh tokens of grants
- * that ended. A live grant keeps its spent refresh tokens: they are how a replayed one is recognised as reuse.
+ * its lifetime is still recognised and revokes its grant), sessions and Review Host capabilities past their end, and
+ * the refresh tokens of grants that ended. A live grant keeps its spent refresh tokens: they are how a replayed one
+ * is recognised as reuse.
  */
 export async function sweepAccessRecords(db: Kysely<Database>, now: number): Promise<SweepOutcome> {
   const recent = new Date(now - ACCESS_RECORD_RETENTION_MS);
   const old = new Date(now - GRANT_RETENTION_MS);
-  const statements = [
-    (limit: number) => sql`DELETE FROM oauth_codes WHERE code_hash IN (SELECT code_hash FROM oauth_codes WHERE expires_at < ${recent} LIMIT ${limit})`,
-    (limit: number) => sql`DELETE FROM browser_sessions WHERE id IN (SELECT id FROM browser_sessions WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`,
-    (limit: number) => sql`
+  const deleting = deletingWith(db);
+  return sweepInTurn([
+    deleting((limit) => sql`DELETE FROM oauth_codes WHERE code_hash IN (SELECT code_hash FROM oauth_codes WHERE expires_at < ${recent} LIMIT ${limit})`),
+    deleting((limit) => sql`DELETE FROM browser_sessions WHERE id IN (SELECT id FROM browser_sessions WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`),
+    deleting((limit) => sql`
+      DELETE FROM review_host_capabilities WHERE id IN (
+        SELECT id FROM review_host_capabilities WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`),
+    deleting((limit) => sql`
       DELETE FROM oauth_refresh_tokens WHERE token_hash IN (
         SELECT t.token_hash FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-        WHERE g.expires_at < ${recent} OR g.revoked_at < ${recent} LIMIT ${limit})`,
+        WHERE g.expires_at < ${recent} OR g.revoked_at < ${recent} LIMIT ${limit})`),
     // After the refresh tokens: a grant goes once none of its tokens is left.
-    (limit: number) => sql`
+    deleting((limit) => sql`
       DELETE FROM oauth_grants g WHERE g.id IN (
         SELECT id FROM oauth_grants WHERE (expires_at < ${old} OR revoked_at < ${old})
-        AND NOT EXISTS (SELECT 1 FROM oauth_refresh_tokens t WHERE t.grant_id = oauth_grants.id) LIMIT ${limit})`,
-  ];
-  const deadline = performance.now() + SWEEP_BUDGET_MS;
-  let removed = 0;
-  for (const statement of statements) {
-    const outcome = await sweepUntilDone(
-      async (limit) => Number((await statement(limit).execute(db)).numAffectedRows ?? 0),
-      { budgetMs: Math.max(0, deadline - performance.now()) },
-    );
-    removed += outcome.removed;
-    if (!outcome.done) return { removed, done: false };
-  }
-  return { removed, done: true };
+        AND NOT EXISTS (SELECT 1 FROM oauth_refresh_tokens t WHERE t.grant_id = oauth_grants.id) LIMIT ${limit})`),
+  ], { budgetMs: SWEEP_BUDGET_MS });
 }

@@ -11,6 +11,7 @@ import { runtimeSessionRoutes } from '../transport/http/routes/runtime-session.r
 import { BackendGrants } from './backend-grants.js';
 import { ControlTokens } from './control-tokens.js';
 import { EvictionQuota } from './eviction-quota.js';
+import { sweepEndedRuntimeGrants } from './grant-sweep.js';
 import { PluginGrants } from './plugin-grants.js';
 import { RuntimeActivity } from './runtime-activity.js';
 import { RuntimeSessions } from './runtime-sessions.js';
@@ -145,6 +146,15 @@ export function runtimeFeature(): ServerParts {
       let asyncApiText: string | undefined;
       const asyncApi = (): string => (asyncApiText ??= JSON.stringify(buildRuntimeAsyncApi(new URL(publicUrl()).host)));
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
+      const grantSweep = setInterval(() => {
+        sweepEndedRuntimeGrants(storage.db, clock.now()).then(
+          ({ removed, done }) => {
+            if (!done) log.warn({ removed }, 'ended runtime grants outpace the sweep; the rest go next run');
+            else if (removed > 0) log.info({ removed }, 'ended runtime grants removed');
+          },
+          (err: unknown) => log.warn({ err }, 'runtime grant sweep failed'),
+        );
+      }, 10 * 60_000).unref();
       return {
         routes: [
           ...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }),
@@ -153,7 +163,10 @@ export function runtimeFeature(): ServerParts {
         ],
         opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
         verifiers,
-        stop: async () => sockets?.stop(),
+        stop: async () => {
+          clearInterval(grantSweep);
+          await sockets?.stop();
+        },
         // The Runtime's browser calls come from the pages of registered Environments, cross-origin.
         corsOrigins: (origin) => identity.directory.isEnvironmentOrigin(origin),
       };

@@ -41,7 +41,7 @@ test('one idempotency sweep removes an expired backlog several batches deep and 
   assert.equal(await store.sweep(), { removed: 0, done: true });
 });
 
-test('one access sweep removes a backlog of expired codes and ended sessions several batches deep', async () => {
+test('one access sweep removes a backlog of expired codes and ended sessions several batches deep, and ended Review Host capabilities', async () => {
   const q = db.connection.db;
   await sql`INSERT INTO oidc_clients (client_id, kind, name, redirect_uris) VALUES ('cli', 'cli', 'CLI', '[]'::jsonb)`.execute(q);
   const backlog = 2 * SWEEP_BATCH + 321;
@@ -59,9 +59,16 @@ test('one access sweep removes a backlog of expired codes and ended sessions sev
     INSERT INTO browser_sessions (id, kind, secret_hash, browser_id, account_id, account_epoch, created_at, expires_at)
     SELECT 'bs' || g, 'page', 'h' || g, 'brw', 'acc', 1, now() - interval '3 days', now() - interval '2 days'
       FROM generate_series(1, ${ended}::int) g`.execute(q);
+  // Review Host capabilities: one expired, one revoked (both over a day ago), one live.
+  await sql`
+    INSERT INTO review_host_capabilities (id, secret_hash, account_id, device_id, created_at, expires_at, revoked_at)
+    VALUES ('rhc_expired', 'h1', 'acc', 'dev', now() - interval '3 days', now() - interval '2 days', NULL),
+           ('rhc_revoked', 'h2', 'acc', 'dev', now() - interval '3 days', now() + interval '1 day', now() - interval '2 days'),
+           ('rhc_live', 'h3', 'acc', 'dev', now(), now() + interval '1 day', NULL)`.execute(q);
 
   const outcome = await sweepAccessRecords(q, Date.now());
-  assert.equal(outcome, { removed: backlog + ended, done: true });
+  assert.equal(outcome, { removed: backlog + ended + 2, done: true });
+  assert.equal((await q.selectFrom('review_host_capabilities').select('id').execute()).map((r) => r.id), ['rhc_live']);
   assert.equal((await q.selectFrom('oauth_codes').select('code_hash').execute()).map((r) => r.code_hash), ['fresh']);
   assert.is(await count('browser_sessions'), 0);
 });
