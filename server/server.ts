@@ -12,6 +12,7 @@ import { migrateDatabase } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
+import { JournalRetention } from '../storage/postgres/journal-retention.js';
 import type { CredentialVerifiers } from '../transport/http/credentials.js';
 import { HttpGateway, newRequestId } from '../transport/http/gateway.js';
 import { buildOpenApiDocument } from '../transport/http/openapi.js';
@@ -190,6 +191,25 @@ export async function startServer(
       );
     }, 60_000).unref();
     cleanups.push(async () => clearInterval(sweep));
+    if (config.actorJournalRetentionDays > 0) {
+      const retention = new JournalRetention(storage.db);
+      const retentionMs = config.actorJournalRetentionDays * 24 * 3600_000;
+      // One sweep at a time; stopping waits for the one in flight, so it never meets a closing pool.
+      let inFlight: Promise<unknown> | undefined;
+      const journalSweep = setInterval(() => {
+        inFlight ??= retention
+          .sweep(clock.now() - retentionMs, 10_000)
+          .then(
+            ({ removed }) => removed > 0 && logger.debug({ removed }, 'journal segments past retention removed'),
+            (err: unknown) => logger.warn({ err }, 'journal retention sweep failed'),
+          )
+          .finally(() => (inFlight = undefined));
+      }, 60_000).unref();
+      cleanups.push(async () => {
+        clearInterval(journalSweep);
+        await inFlight;
+      });
+    }
 
     const built = (await parts.build?.(services)) ?? {};
     if (built.stop) cleanups.push(built.stop);

@@ -18,6 +18,7 @@ import * as assertionUseBatches0013 from './migrations/0013-assertion-use-batche
 import * as environmentsByOrigin0014 from './migrations/0014-environments-by-origin.js';
 import * as codeAuthTimeWhenAsked0015 from './migrations/0015-code-auth-time-when-asked.js';
 import * as idempotencyClaimTokens0016 from './migrations/0016-idempotency-claim-tokens.js';
+import * as journalRetention0017 from './migrations/0017-journal-retention.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -40,6 +41,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0014-environments-by-origin': environmentsByOrigin0014,
   '0015-code-auth-time-when-asked': codeAuthTimeWhenAsked0015,
   '0016-idempotency-claim-tokens': idempotencyClaimTokens0016,
+  '0017-journal-retention': journalRetention0017,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -13,7 +13,7 @@ const MIGRATIONS = [
   '0001-core', '0002-signing-keys', '0003-access', '0004-review-host', '0005-runtime', '0006-plugin-settings',
   '0007-plugin-configuration', '0008-plugin-grants', '0009-unused-codes-by-browser', '0010-codes-by-browser',
   '0011-journal-segments', '0012-device-assertion-uses', '0013-assertion-use-batches', '0014-environments-by-origin',
-  '0015-code-auth-time-when-asked', '0016-idempotency-claim-tokens',
+  '0015-code-auth-time-when-asked', '0016-idempotency-claim-tokens', '0017-journal-retention',
 ];
 
 /** Tables, columns, constraints, indexes, triggers and functions of `public`, one line each (kysely's own excluded). */
