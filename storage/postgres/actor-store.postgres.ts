@@ -64,6 +64,18 @@ WITH checked AS (
 )
 SELECT n - 1 AS position FROM checked WHERE NOT ok`;
 
+/** An actor's snapshot row with the journal segments after it (`[version, events]`, oldest first), as `load` reads them. */
+interface LoadedRow {
+  kind: string;
+  key: string;
+  version: number;
+  epoch: number;
+  snapshot: unknown;
+  timers: Readonly<Record<string, number>>;
+  updated_at: Date;
+  segments: Array<[number, Array<[number, unknown]>]> | null;
+}
+
 export class PostgresActorStore implements ActorStore {
   readonly #db: Kysely<Database>;
   readonly #pool: pg.Pool;
@@ -74,26 +86,24 @@ export class PostgresActorStore implements ActorStore {
   }
 
   async load(kind: string, key: string): Promise<StoredActor | undefined> {
-    const row = await this.#db
-      .selectFrom('actor_snapshots')
-      .select(['kind', 'key', 'version', 'epoch', 'snapshot', 'timers', 'updated_at'])
-      .where('kind', '=', kind)
-      .where('key', '=', key)
-      .executeTakeFirst();
+    // One statement, so the snapshot and the segments after it are read as of one moment: read apart, a commit storing
+    // a newer snapshot in between, and journal retention then removing the segments it covers, would leave the
+    // snapshot read first with a hole after it.
+    const { rows } = await sql<LoadedRow>`
+      SELECT s.kind, s.key, s.version, s.epoch, s.snapshot, s.timers, s.updated_at,
+             (SELECT json_agg(json_build_array(j.version, j.events) ORDER BY j.version)
+                FROM actor_journal j WHERE j.kind = s.kind AND j.key = s.key AND j.version > s.version) AS segments
+        FROM actor_snapshots s WHERE s.kind = ${kind} AND s.key = ${key}`.execute(this.#db);
+    const row = rows[0];
     if (!row) return undefined;
     // A snapshot is always stored at the end of a segment (`commit` refuses otherwise), so the segments after it are
-    // exactly those starting later.
-    const segments = await this.#db
-      .selectFrom('actor_journal')
-      .select(['version', 'events'])
-      .where('kind', '=', kind)
-      .where('key', '=', key)
-      .where('version', '>', row.version)
-      .orderBy('version')
-      .execute();
+    // exactly those starting later, and they follow each other without a gap.
     const tail: JournalRecord[] = [];
-    for (const segment of segments) {
-      segment.events.forEach(([at, event], i) => tail.push({ version: segment.version + i, event, at }));
+    for (const [version, events] of row.segments ?? []) {
+      if (version !== row.version + tail.length + 1) {
+        throw new Error(`journal of ${kind}/${key} has a gap before version ${version} (snapshot at ${row.version})`);
+      }
+      events.forEach(([at, event], i) => tail.push({ version: version + i, event, at }));
     }
     return {
       kind: row.kind,

@@ -11,8 +11,52 @@ export interface JournalCursor {
 export interface RetentionPass {
   /** Journal segments removed. */
   readonly removed: number;
-  /** Where the next pass goes on; undefined when this pass reached the last actor (the next one starts over). */
+  /** Where the next pass starts: after this actor, or at the first one when undefined. */
   readonly next: JournalCursor | undefined;
+  /** This pass reached the last actor: a cycle ended, and the next pass starts another. */
+  readonly cycleEnded: boolean;
+}
+
+/** Segments one retention statement removes at most (and so one pass, before its page of actors counts as done). */
+const SEGMENTS_PER_PASS = 5_000;
+
+/**
+ * The statement of one retention pass over the page of actors after `cursor`: for each, the oldest segments, up to
+ * (not including) the first that is still young, the first the snapshot does not cover, and the newest. Exported for
+ * the test that pins what it reads.
+ *
+ * - A prefix, whatever the clocks wrote: segments keep the time their host's clock gave them, which can step back (a
+ *   clock corrected, another node's clock); deleting old segments after a young one would leave holes.
+ * - Never the newest segment: the commit fence takes the journal's end from it (COMMIT_BATCH).
+ * - Found through the primary key up to that bound (a LATERAL that cannot be flattened into a join over the whole
+ *   table), so a pass reads what it removes plus about two rows an actor, and no segment's JSON but the first young
+ *   one's: once a cycle has caught up, a pass costs its page of actors, whatever the journal holds.
+ */
+export function retentionPass(cursor: JournalCursor | undefined, before: number, actors: number, limit: number) {
+  const after = cursor ? sql`WHERE (kind, key) > (${cursor.kind}, ${cursor.key})` : sql``;
+  return sql<{ removed: string; actors: string; last_kind: string | null; last_key: string | null }>`
+    WITH page AS MATERIALIZED (
+      SELECT kind, key, version FROM actor_snapshots ${after} ORDER BY kind, key LIMIT ${actors}
+    ), doomed AS (
+      SELECT d.ctid FROM page p CROSS JOIN LATERAL (
+        SELECT x.ctid FROM actor_journal x
+         WHERE x.kind = p.kind AND x.key = p.key
+           AND x.version < LEAST(
+             p.version + 1,
+             (SELECT h.version FROM actor_journal h WHERE h.kind = p.kind AND h.key = p.key ORDER BY h.version DESC LIMIT 1),
+             (SELECT y.version FROM actor_journal y
+               WHERE y.kind = p.kind AND y.key = p.key AND y.version <= p.version AND (y.events->0->>0)::int8 >= ${before}
+               ORDER BY y.version LIMIT 1))
+         ORDER BY x.version LIMIT ${limit}
+      ) d
+      LIMIT ${limit}
+    ), removed AS (
+      DELETE FROM actor_journal WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed)) RETURNING 1
+    ), last AS (
+      SELECT kind, key FROM page ORDER BY kind DESC, key DESC LIMIT 1
+    )
+    SELECT (SELECT count(*) FROM removed) AS removed, (SELECT count(*) FROM page) AS actors,
+           (SELECT kind FROM last) AS last_kind, (SELECT key FROM last) AS last_key`;
 }
 
 /**
@@ -21,24 +65,25 @@ export interface RetentionPass {
  * segments after an actor's snapshot stay whatever their age: they are its state.
  *
  * Walks the actors in key order, a page per pass, rather than looking for old segments: the journal has no index on
- * time (one would cost every commit an index insert), and an idle actor's uncovered tail, old but kept, would be
- * found again by every such search; a walk passes it once per cycle. Each actor's segments are found through the
- * journal's primary key and deleted by row address, so a pass costs its page of actors, whatever the table's size.
+ * time (one would cost every commit an index insert), and an idle actor's old but kept segments would be found
+ * again by every such search; a walk passes each actor once per cycle (see `retentionPass` for what it reads).
  */
 export class JournalRetention {
   readonly #db: Kysely<Database>;
   readonly #actorsPerPass: number;
+  readonly #segmentsPerPass: number;
   /** Where the current cycle has got to, across sweeps. */
   #cursor: JournalCursor | undefined;
 
-  constructor(db: Kysely<Database>, options: { actorsPerPass?: number } = {}) {
+  constructor(db: Kysely<Database>, options: { actorsPerPass?: number; segmentsPerPass?: number } = {}) {
     this.#db = db;
     this.#actorsPerPass = options.actorsPerPass ?? 500;
+    this.#segmentsPerPass = options.segmentsPerPass ?? SEGMENTS_PER_PASS;
   }
 
   /**
-   * Passes on from where the last sweep stopped, for at most `budgetMs`, removing covered segments whose first event
-   * is before `before` (ms). `done`: a cycle over every actor ended in this sweep (the next one starts another).
+   * Passes on from where the last sweep stopped, for at most `budgetMs`, removing covered segments older than
+   * `before` (ms). `done`: a cycle over every actor ended in this sweep (the next sweep starts another).
    */
   async sweep(before: number, budgetMs: number): Promise<SweepOutcome> {
     const deadline = performance.now() + budgetMs;
@@ -47,40 +92,25 @@ export class JournalRetention {
       const pass = await this.pass(this.#cursor, before);
       removed += pass.removed;
       this.#cursor = pass.next;
-      if (pass.next === undefined) return { removed, done: true };
+      if (pass.cycleEnded) return { removed, done: true };
     } while (performance.now() < deadline);
     return { removed, done: false };
   }
 
-  /** One pass over the page of actors after `cursor`: their covered segments whose first event is before `before` (ms) go. */
+  /**
+   * One pass over the page of actors after `cursor`. A pass that removed as many segments as it may leaves the cursor
+   * where it was (the page may hold more), so no actor is passed over with old segments left.
+   */
   async pass(cursor: JournalCursor | undefined, before: number): Promise<RetentionPass> {
-    const after = cursor ? sql`WHERE (kind, key) > (${cursor.kind}, ${cursor.key})` : sql``;
     return this.#db.transaction().execute(async (trx) => {
-      // The journal's guard lets this transaction, and only for covered segments, delete (migration 0017).
+      // The journal's guard lets this transaction, and only for covered segments but the newest, delete (migration 0017).
       await sql`SELECT set_config('registry.journal_retention', 'on', true)`.execute(trx);
-      const { rows } = await sql<{ removed: string; actors: string; last_kind: string | null; last_key: string | null }>`
-        WITH page AS MATERIALIZED (
-          SELECT kind, key, version FROM actor_snapshots ${after} ORDER BY kind, key LIMIT ${this.#actorsPerPass}
-        ), removed AS (
-          DELETE FROM actor_journal WHERE ctid = ANY(ARRAY(
-            SELECT j.ctid FROM page p
-              JOIN LATERAL (
-                SELECT x.ctid FROM actor_journal x
-                 WHERE x.kind = p.kind AND x.key = p.key AND x.last_version <= p.version
-                   AND (x.events->0->>0)::int8 < ${before}
-              ) j ON true))
-          RETURNING 1
-        ), last AS (
-          SELECT kind, key FROM page ORDER BY kind DESC, key DESC LIMIT 1
-        )
-        SELECT (SELECT count(*) FROM removed) AS removed, (SELECT count(*) FROM page) AS actors,
-               (SELECT kind FROM last) AS last_kind, (SELECT key FROM last) AS last_key`.execute(trx);
+      const { rows } = await retentionPass(cursor, before, this.#actorsPerPass, this.#segmentsPerPass).execute(trx);
       const row = rows[0]!;
-      const full = Number(row.actors) === this.#actorsPerPass;
-      return {
-        removed: Number(row.removed),
-        next: full && row.last_kind !== null && row.last_key !== null ? { kind: row.last_kind, key: row.last_key } : undefined,
-      };
+      const removed = Number(row.removed);
+      if (removed >= this.#segmentsPerPass) return { removed, next: cursor, cycleEnded: false };
+      const last = row.last_kind !== null && row.last_key !== null ? { kind: row.last_kind, key: row.last_key } : undefined;
+      return Number(row.actors) === this.#actorsPerPass && last ? { removed, next: last, cycleEnded: false } : { removed, next: undefined, cycleEnded: true };
     });
   }
 }

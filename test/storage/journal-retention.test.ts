@@ -1,15 +1,16 @@
-import { sql } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { ActorHost } from '../../actors/actor-host.js';
 import { defineActorKind } from '../../actors/actor-kind.js';
 import { ManualClock } from '../../actors/clock.js';
-import { JournalRetention } from '../../storage/postgres/journal-retention.js';
+import { JournalRetention, retentionPass } from '../../storage/postgres/journal-retention.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import { rejects } from '../support/assert.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { hostFor } from '../support/host.js';
+import { planNodes, type PlanNode } from '../support/query-plan.js';
 
 /**
  * Journal retention removes the segments an actor's stored snapshot covers once they are older than the retention
@@ -64,15 +65,15 @@ test('covered segments past retention go; the tail after the snapshot and recent
   await restarted.drain();
 });
 
-test('a live activation goes on committing after retention removed every segment up to its head', async () => {
+test('a live activation goes on committing after retention removed every segment it may: all covered ones but the newest', async () => {
   const clock = new ManualClock(Date.now());
   const host = started(clock);
   for (let i = 1; i <= 5; i++) await host.send('counter', 'live-c', add(1)); // snapshots at 1 and 5: the head is covered
   const retention = new JournalRetention(db.connection.db);
-  assert.ok((await retention.sweep(clock.now() + 1, 10_000)).removed >= 5);
-  assert.equal(await versions('live-c'), []);
+  await retention.sweep(clock.now() + 1, 10_000);
+  assert.equal(await versions('live-c'), [5], 'the newest segment stays: the commit fence reads the journal end from it');
 
-  // Same activation, still live: its next commit's fence finds the journal's end in the snapshot.
+  // Same activation, still live.
   const next = await host.send('counter', 'live-c', add(1));
   assert.equal([next.version, totalOf(next.snapshot)], [6, 6]);
   await host.drain();
@@ -80,6 +81,58 @@ test('a live activation goes on committing after retention removed every segment
   const after = await restarted.send('counter', 'live-c', add(1));
   assert.equal([after.version, totalOf(after.snapshot)], [7, 7]);
   await restarted.drain();
+});
+
+test('a clock stepped back: only the prefix before the first young segment goes, and the actor goes on', async () => {
+  const t = Date.now();
+  const clock = new ManualClock(t);
+  const host = started(clock);
+  await host.send('counter', 'stepped', add(1)); // segment 1 at t
+  clock.advance(-60_000); // the clock corrected backwards, or another node's clock a minute behind
+  for (let i = 2; i <= 5; i++) await host.send('counter', 'stepped', add(i)); // 2..5 at t − 60 s, snapshot at 5
+  await host.drain();
+  // 2..4 look older than 1; removing them would leave 1 and 5 with a hole between.
+  await new JournalRetention(db.connection.db).sweep(t - 30_000, 10_000);
+  assert.equal(await versions('stepped'), [5, 4, 3, 2, 1]);
+  const restarted = started(new ManualClock(t + 60_000));
+  const reply = await restarted.send('counter', 'stepped', add(6));
+  assert.equal([reply.version, totalOf(reply.snapshot)], [6, 21]);
+  await restarted.drain();
+});
+
+test('a load racing a commit and a retention pass reads one consistent state', async () => {
+  const clock = new ManualClock(Date.now() - 40 * DAY);
+  const host = started(clock);
+  for (let i = 1; i <= 4; i++) await host.send('counter', 'raced', add(i)); // snapshot at 1; 2..4 its old tail
+  clock.advance(40 * DAY);
+  // An inspector (the operator view: readCommitted → store.load) whose load is held right after its first answer.
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let reached!: () => void;
+  const atGate = new Promise<void>((resolve) => (reached = resolve));
+  let held = false;
+  const hold: KyselyPlugin = {
+    transformQuery: (args) => args.node,
+    transformResult: async (args) => {
+      if (!held) {
+        held = true;
+        reached();
+        await gate;
+      }
+      return args.result;
+    },
+  };
+  const inspector = hostFor(new PostgresActorStore({ db: db.connection.db.withPlugin(hold), pool: db.connection.pool }), clock, [kind]);
+  const viewing = inspector.readCommitted('counter', 'raced');
+  await atGate;
+  await host.send('counter', 'raced', add(5)); // commits 5 with a snapshot that covers 2..4
+  await new JournalRetention(db.connection.db).sweep(clock.now() - 30 * DAY, 10_000);
+  release();
+  const view = (await viewing)!;
+  await host.drain();
+  // Read before the commit or after it, but whole: the sum of 1..version.
+  assert.is(totalOf(view.state), (view.version * (view.version + 1)) / 2, `version ${view.version}, total ${totalOf(view.state)}`);
+  assert.equal(await versions('raced'), [5]);
 });
 
 test("the journal's guard still refuses a plain delete, an update, and a retention delete of a segment not covered", async () => {
@@ -107,24 +160,60 @@ test("the journal's guard still refuses a plain delete, an update, and a retenti
   assert.equal(await versions('guarded'), [3, 2, 1]);
 });
 
-test('a cycle walks every actor a page at a time and then starts over', async () => {
+test('a cycle walks every actor a page at a time, then the next one starts over', async () => {
   const clock = new ManualClock(Date.now());
   const host = started(clock);
-  for (const key of ['walk-1', 'walk-2', 'walk-3', 'walk-4', 'walk-5']) await host.send('counter', key, add(1));
-  await host.drain();
+  const keys = ['walk-1', 'walk-2', 'walk-3', 'walk-4', 'walk-5'];
+  for (const key of keys) for (let i = 0; i < 5; i++) await host.send('counter', key, add(1)); // snapshots at 1 and 5
   const retention = new JournalRetention(db.connection.db, { actorsPerPass: 2 });
   const seen: string[] = [];
   let cursor = undefined as { kind: string; key: string } | undefined;
-  let passes = 0;
-  do {
+  for (let passes = 0; passes < 100; passes++) {
     const pass = await retention.pass(cursor, clock.now() + 1);
+    if (pass.cycleEnded) break;
     cursor = pass.next;
-    if (cursor) seen.push(cursor.key);
-    passes++;
-  } while (cursor && passes < 100);
+    seen.push(cursor!.key);
+  }
   assert.ok(seen.includes('walk-2') && seen.includes('walk-4'), seen.join());
   assert.equal([...seen].sort(), seen, 'in key order');
-  for (const key of ['walk-1', 'walk-2', 'walk-3', 'walk-4', 'walk-5']) assert.equal(await versions(key), [], key);
+  for (const key of keys) assert.equal(await versions(key), [5], key);
+
+  // The sweeps' own cursor: a cycle ends, and the next sweep walks from the first actor again.
+  assert.is((await retention.sweep(clock.now() + 1, 10_000)).done, true);
+  for (let i = 0; i < 4; i++) await host.send('counter', 'walk-1', add(1)); // snapshot at 9
+  await host.drain();
+  assert.is((await retention.sweep(clock.now() + 1, 10_000)).done, true);
+  assert.equal(await versions('walk-1'), [9]);
+});
+
+test('once caught up, a pass reads about two journal rows an actor, however many recent segments each keeps', async () => {
+  const q = db.connection.db;
+  const now = Date.now();
+  const actors = 200;
+  await sql`INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot) SELECT 'busy', 'b' || lpad(a::text, 4, '0'), 50, 1, '{}'::jsonb FROM generate_series(1, ${actors}::int) a`.execute(q);
+  await sql`
+    INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
+    SELECT 'busy', 'b' || lpad(a::text, 4, '0'), v, v, 1, json_build_array(json_build_array(${now}::int8, json_build_object('type', 'x')))
+      FROM generate_series(1, ${actors}::int) a, generate_series(1, 50) v`.execute(q);
+  await sql`ANALYZE actor_journal, actor_snapshots`.execute(q);
+  const plan = await q.transaction().execute(async (trx) => {
+    await sql`SELECT set_config('registry.journal_retention', 'on', true)`.execute(trx);
+    const statement = retentionPass({ kind: 'busy', key: '' }, now - 30 * DAY, actors, 5_000).compile(trx);
+    const { rows } = await trx.executeQuery<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>({
+      ...statement,
+      sql: `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`,
+    });
+    return rows[0]!['QUERY PLAN'][0]!.Plan;
+  });
+  let read = 0;
+  for (const node of planNodes(plan)) {
+    if (node['Relation Name'] !== 'actor_journal' || node['Node Type'] === 'ModifyTable') continue;
+    assert.ok(node['Node Type'] !== 'Seq Scan', JSON.stringify(plan));
+    read += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
+  }
+  assert.ok(read <= 3 * actors, `read ${read} journal rows for ${actors} actors`);
+  const kept = await sql<{ n: string }>`SELECT count(*) AS n FROM actor_journal WHERE kind = 'busy'`.execute(q);
+  assert.is(Number(kept.rows[0]!.n), actors * 50);
 });
 
 test.run();

@@ -6,6 +6,10 @@ export interface PlanNode {
   readonly 'Relation Name'?: string;
   readonly 'Index Name'?: string;
   readonly 'Subplan Name'?: string;
+  /** With EXPLAIN ANALYZE: rows per loop, loops, and rows a filter discarded (over all loops). */
+  readonly 'Actual Rows'?: number;
+  readonly 'Actual Loops'?: number;
+  readonly 'Rows Removed by Filter'?: number;
   readonly Plans?: readonly PlanNode[];
 }
 
