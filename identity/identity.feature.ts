@@ -1,5 +1,6 @@
 import { identityKinds } from '../actors/identity.actors.js';
 import type { ServerParts, ServerServices } from '../server/server.js';
+import { scheduleSweep } from '../storage/sweep.js';
 import { bearerToken, type CredentialRequirements, type CredentialVerifier, type IncomingRequest, type Principal } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { accountSessionRoutes } from '../transport/http/routes/account-sessions.routes.js';
@@ -142,24 +143,17 @@ export const identityFeature: ServerParts = {
       }
     };
 
-    const sweep = setInterval(() => {
-      sweepAccessRecords(db, clock.now()).then(
-        ({ removed, done }) => {
-          if (!done) logger.warn({ removed }, 'ended access records outpace the sweep; the rest go next run');
-          else if (removed > 0) logger.info({ removed }, 'ended access records removed');
-        },
-        (err: unknown) => logger.warn({ err }, 'access record sweep failed'),
-      );
-    }, 10 * 60_000).unref();
+    const accessSweep = scheduleSweep('access records', () => sweepAccessRecords(db, clock.now()), { intervalMs: 10 * 60_000, logger });
     // Every minute: at a high assertion rate a minute's ids are many rows, and expired ones serve no purpose.
-    const sweepAssertionUses = setInterval(() => {
-      assertionUses.sweep(clock.now()).catch((err: unknown) => logger.warn({ err }, 'device assertion id sweep failed'));
-    }, 60_000).unref();
+    const assertionUseSweep = scheduleSweep(
+      'device assertion ids',
+      async () => ({ removed: await assertionUses.sweep(clock.now()), done: true }),
+      { intervalMs: 60_000, logger },
+    );
 
     return {
       stop: async () => {
-        clearInterval(sweep);
-        clearInterval(sweepAssertionUses);
+        await Promise.all([accessSweep.stop(), assertionUseSweep.stop()]);
       },
       routes: [
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),

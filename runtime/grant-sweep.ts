@@ -4,16 +4,17 @@ import type { Database } from '../storage/database.js';
 import { deletingWith, sweepInTurn, type SweepOutcome } from '../storage/sweep.js';
 
 /**
- * An ended grant (expired or revoked) is kept this long, to read in an incident, then removed. Nothing answers
- * differently for it: introspection finds an unknown token inactive, as it found the ended grant; only revoking it
- * again answers 404 instead of 204.
+ * A grant is kept this long after it expired, to read in an incident, then removed (a revoked one too: grants live
+ * minutes, so counting from expiry rather than revocation keeps it minutes longer, and lets the sweep find its rows by
+ * one index). Nothing answers differently for it: introspection finds an unknown token inactive, as it found the
+ * ended grant; only revoking it again answers 404 instead of 204.
  */
 export const ENDED_GRANT_RETENTION_MS = ACCESS_RECORD_RETENTION_MS;
 /** One run's time budget: well inside the ten minutes between runs. */
 const SWEEP_BUDGET_MS = 60_000;
 
 /**
- * Removes the Environment Backend Grants and Plugin Grants that ended more than ENDED_GRANT_RETENTION_MS before
+ * Removes the Environment Backend Grants and Plugin Grants that expired more than ENDED_GRANT_RETENTION_MS before
  * `now`. Runtimes ask for short-lived grants all day long: kept for ever, the tables (and their by-session indexes,
  * which an expired but never revoked grant stays in) would only grow.
  */
@@ -23,9 +24,9 @@ export function sweepEndedRuntimeGrants(db: Kysely<Database>, now: number): Prom
   return sweepInTurn([
     deleting((limit) => sql`
       DELETE FROM environment_backend_grants WHERE id IN (
-        SELECT id FROM environment_backend_grants WHERE expires_at < ${ended} OR revoked_at < ${ended} LIMIT ${limit})`),
+        SELECT id FROM environment_backend_grants WHERE expires_at < ${ended} LIMIT ${limit})`),
     deleting((limit) => sql`
       DELETE FROM plugin_grants WHERE id IN (
-        SELECT id FROM plugin_grants WHERE expires_at < ${ended} OR revoked_at < ${ended} LIMIT ${limit})`),
+        SELECT id FROM plugin_grants WHERE expires_at < ${ended} LIMIT ${limit})`),
   ], { budgetMs: SWEEP_BUDGET_MS });
 }

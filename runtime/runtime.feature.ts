@@ -3,6 +3,7 @@ import type { SessionIdleExpired } from '../machines/runtime-session/runtime-ses
 import { identityServices } from '../identity/identity.feature.js';
 import { pluginInstallations } from '../plugins/plugins.feature.js';
 import type { ServerParts, ServerServices } from '../server/server.js';
+import { scheduleSweep } from '../storage/sweep.js';
 import { LEASE_VERSION, type CredentialVerifier } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { environmentBackendOpsRoutes, environmentBackendRoutes } from '../transport/http/routes/environment-backend.routes.js';
@@ -146,15 +147,7 @@ export function runtimeFeature(): ServerParts {
       let asyncApiText: string | undefined;
       const asyncApi = (): string => (asyncApiText ??= JSON.stringify(buildRuntimeAsyncApi(new URL(publicUrl()).host)));
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
-      const grantSweep = setInterval(() => {
-        sweepEndedRuntimeGrants(storage.db, clock.now()).then(
-          ({ removed, done }) => {
-            if (!done) log.warn({ removed }, 'ended runtime grants outpace the sweep; the rest go next run');
-            else if (removed > 0) log.info({ removed }, 'ended runtime grants removed');
-          },
-          (err: unknown) => log.warn({ err }, 'runtime grant sweep failed'),
-        );
-      }, 10 * 60_000).unref();
+      const grantSweep = scheduleSweep('runtime grants', () => sweepEndedRuntimeGrants(storage.db, clock.now()), { intervalMs: 10 * 60_000, logger: log });
       return {
         routes: [
           ...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }),
@@ -164,7 +157,7 @@ export function runtimeFeature(): ServerParts {
         opsRoutes: environmentBackendOpsRoutes({ grants: backendGrants, environmentExists: async (id) => (await identity.directory.environment(id)) !== undefined }),
         verifiers,
         stop: async () => {
-          clearInterval(grantSweep);
+          await grantSweep.stop();
           await sockets?.stop();
         },
         // The Runtime's browser calls come from the pages of registered Environments, cross-origin.

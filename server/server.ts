@@ -13,6 +13,7 @@ import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js'
 import { lockDataDir } from './data-dir-lock.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
 import { JournalRetention } from '../storage/postgres/journal-retention.js';
+import { scheduleSweep } from '../storage/sweep.js';
 import type { CredentialVerifiers } from '../transport/http/credentials.js';
 import { HttpGateway, newRequestId } from '../transport/http/gateway.js';
 import { buildOpenApiDocument } from '../transport/http/openapi.js';
@@ -182,33 +183,18 @@ export async function startServer(
       retentionSeconds: config.idempotencyRetentionSeconds,
       claimTimeoutSeconds: 60,
     });
-    const sweep = setInterval(() => {
-      idempotency.sweep().then(
-        ({ removed, done }) => {
-          if (!done) logger.warn({ removed }, 'expired idempotency records outpace the sweep; the rest go next minute');
-        },
-        (err: unknown) => logger.warn({ err }, 'idempotency sweep failed'),
-      );
-    }, 60_000).unref();
-    cleanups.push(async () => clearInterval(sweep));
+    const idempotencySweep = scheduleSweep('idempotency records', () => idempotency.sweep(), { intervalMs: 60_000, logger });
+    cleanups.push(() => idempotencySweep.stop());
     if (config.actorJournalRetentionDays > 0) {
       const retention = new JournalRetention(storage.db);
       const retentionMs = config.actorJournalRetentionDays * 24 * 3600_000;
-      // One sweep at a time; stopping waits for the one in flight, so it never meets a closing pool.
-      let inFlight: Promise<unknown> | undefined;
-      const journalSweep = setInterval(() => {
-        inFlight ??= retention
-          .sweep(clock.now() - retentionMs, 10_000)
-          .then(
-            ({ removed }) => removed > 0 && logger.debug({ removed }, 'journal segments past retention removed'),
-            (err: unknown) => logger.warn({ err }, 'journal retention sweep failed'),
-          )
-          .finally(() => (inFlight = undefined));
-      }, 60_000).unref();
-      cleanups.push(async () => {
-        clearInterval(journalSweep);
-        await inFlight;
+      // A cycle over every actor, 10 s a minute until it is through, then an hour's rest: retention counts in days.
+      const journalSweep = scheduleSweep('actor journal', () => retention.sweep(clock.now() - retentionMs, 10_000), {
+        intervalMs: 60_000,
+        restMs: 3600_000,
+        logger,
       });
+      cleanups.push(() => journalSweep.stop());
     }
 
     const built = (await parts.build?.(services)) ?? {};

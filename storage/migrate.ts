@@ -19,6 +19,7 @@ import * as environmentsByOrigin0014 from './migrations/0014-environments-by-ori
 import * as codeAuthTimeWhenAsked0015 from './migrations/0015-code-auth-time-when-asked.js';
 import * as idempotencyClaimTokens0016 from './migrations/0016-idempotency-claim-tokens.js';
 import * as journalRetention0017 from './migrations/0017-journal-retention.js';
+import * as sweepIndexes0018 from './migrations/0018-sweep-indexes.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -42,6 +43,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0015-code-auth-time-when-asked': codeAuthTimeWhenAsked0015,
   '0016-idempotency-claim-tokens': idempotencyClaimTokens0016,
   '0017-journal-retention': journalRetention0017,
+  '0018-sweep-indexes': sweepIndexes0018,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -15,41 +15,94 @@ export const SWEEP_BATCH = 5_000;
  * removes fewer than `limit`, or `budgetMs` has gone by. A single bounded pass per run would remove a fixed number
  * of rows per interval, whatever the rate they fall due at: above it the backlog grows without end.
  */
-export async function sweepUntilDone(
+export function sweepUntilDone(
   pass: (limit: number) => Promise<number>,
+  options: { readonly limit?: number; readonly budgetMs: number },
+): Promise<SweepOutcome> {
+  return sweepInTurn([pass], options);
+}
+
+/**
+ * Sweeps several tables within one `budgetMs`, a pass of each in turn, round after round, until each has a pass that
+ * removed fewer than `limit` rows. In turns rather than one table after the other: a table whose rows fall due
+ * faster than they go must not starve the others. Within a round the passes run in the order given, so a later one
+ * may remove what an earlier one's removals released (a grant once its tokens are gone).
+ */
+export async function sweepInTurn(
+  passes: ReadonlyArray<(limit: number) => Promise<number>>,
   options: { readonly limit?: number; readonly budgetMs: number },
 ): Promise<SweepOutcome> {
   const limit = options.limit ?? SWEEP_BATCH;
   const deadline = performance.now() + options.budgetMs;
+  let pending = [...passes];
   let removed = 0;
   for (;;) {
-    const count = await pass(limit);
-    removed += count;
-    if (count < limit) return { removed, done: true };
+    const unfinished: typeof pending = [];
+    for (const pass of pending) {
+      const count = await pass(limit);
+      removed += count;
+      if (count >= limit) unfinished.push(pass);
+    }
+    pending = unfinished;
+    if (pending.length === 0) return { removed, done: true };
     if (performance.now() >= deadline) return { removed, done: false };
   }
-}
-
-/**
- * Runs each sweep in turn until it is done (`sweepUntilDone`), all of them within one `budgetMs`. In order: a later
- * one may remove what an earlier one's removals released (a grant once its tokens are gone).
- */
-export async function sweepInTurn(
-  passes: ReadonlyArray<(limit: number) => Promise<number>>,
-  options: { readonly budgetMs: number },
-): Promise<SweepOutcome> {
-  const deadline = performance.now() + options.budgetMs;
-  let removed = 0;
-  for (const pass of passes) {
-    const outcome = await sweepUntilDone(pass, { budgetMs: Math.max(0, deadline - performance.now()) });
-    removed += outcome.removed;
-    if (!outcome.done) return { removed, done: false };
-  }
-  return { removed, done: true };
 }
 
 /** A sweep pass from a DELETE statement that removes at most `limit` rows: the pass returns how many it removed. */
 export function deletingWith<DB>(db: Kysely<DB>) {
   return (statement: (limit: number) => RawBuilder<unknown>) => async (limit: number): Promise<number> =>
     Number((await statement(limit).execute(db)).numAffectedRows ?? 0);
+}
+
+export interface ScheduledSweep {
+  /** No further run starts; resolves once the run in flight (if any) has finished. */
+  stop(): Promise<void>;
+}
+
+/** What a scheduled sweep logs with (pino's shape). */
+export interface SweepLogger {
+  info(details: Record<string, unknown>, message: string): void;
+  warn(details: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * Runs `sweep` every `intervalMs`, one run at a time (a slow run delays the next instead of overlapping it), and
+ * `restMs` after a run that finished everything, when that is longer. Logs what each run removed, a warning when
+ * rows fall due faster than the sweep removes them, and failures (the next run tries again). Stopping waits for the
+ * run in flight, so a sweep never meets a closed pool.
+ */
+export function scheduleSweep(
+  name: string,
+  sweep: () => Promise<SweepOutcome>,
+  options: { readonly intervalMs: number; readonly restMs?: number; readonly logger: SweepLogger },
+): ScheduledSweep {
+  const { logger } = options;
+  let timer: NodeJS.Timeout | undefined;
+  let inFlight: Promise<void> | undefined;
+  let stopped = false;
+  const next = (delay: number): void => {
+    if (!stopped) timer = setTimeout(run, delay).unref();
+  };
+  const run = (): void => {
+    inFlight = sweep().then(
+      ({ removed, done }) => {
+        if (!done) logger.warn({ sweep: name, removed }, 'rows fall due faster than this sweep removes them; the rest go next run');
+        else if (removed > 0) logger.info({ sweep: name, removed }, 'sweep removed rows past their retention');
+        next(done && options.restMs !== undefined ? Math.max(options.restMs, options.intervalMs) : options.intervalMs);
+      },
+      (err: unknown) => {
+        logger.warn({ sweep: name, err }, 'sweep failed; the next run tries again');
+        next(options.intervalMs);
+      },
+    );
+  };
+  next(options.intervalMs);
+  return {
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await inFlight;
+    },
+  };
 }

@@ -3,7 +3,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { sweepAccessRecords } from '../../identity/access-sweep.js';
 import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
-import { SWEEP_BATCH } from '../../storage/sweep.js';
+import { scheduleSweep, SWEEP_BATCH, sweepInTurn } from '../../storage/sweep.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -71,6 +71,40 @@ test('one access sweep removes a backlog of expired codes and ended sessions sev
   assert.equal((await q.selectFrom('review_host_capabilities').select('id').execute()).map((r) => r.id), ['rhc_live']);
   assert.equal((await q.selectFrom('oauth_codes').select('code_hash').execute()).map((r) => r.code_hash), ['fresh']);
   assert.is(await count('browser_sessions'), 0);
+});
+
+test('tables take turns: one whose rows never stop falling due does not starve the others', async () => {
+  const calls = { flood: 0, trickle: 0 };
+  const outcome = await sweepInTurn(
+    [
+      async (limit) => (calls.flood++, limit),
+      async (limit) => (++calls.trickle <= 2 ? limit : limit - 1),
+    ],
+    { limit: 10, budgetMs: 200 },
+  );
+  assert.is(outcome.done, false);
+  assert.is(calls.trickle, 3, 'the second table was swept to the end');
+  assert.ok(calls.flood > 3);
+});
+
+test('a scheduled sweep runs one at a time, and stopping waits for the run in flight and starts no other', async () => {
+  const log: string[] = [];
+  let running = 0;
+  const quiet = { info: () => {}, warn: () => {} };
+  const schedule = scheduleSweep('test', async () => {
+    running++;
+    log.push(`start ${running}`);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    running--;
+    log.push('end');
+    return { removed: 0, done: true };
+  }, { intervalMs: 5, logger: quiet });
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  await schedule.stop();
+  const stoppedAt = log.length;
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(log, ['start 1', 'end']);
+  assert.is(log.length, stoppedAt, 'nothing ran after stop');
 });
 
 test.run();

@@ -108,7 +108,7 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
       method: 'delete',
       path: '/v1/runtime/environment-backend/grants/{grantId}',
       summary: 'Revoke an Environment Backend Grant of this session',
-      description: 'Open to the session in any live state; 204 whether the grant was live or had already ended. A grant is forgotten a day after it ended (expired or revoked): it is then 404, as a grant never held.',
+      description: 'Open to the session in any live state; 204 whether the grant was live or had already ended. A grant is forgotten a day after it expired (revoked or not): it is then 404, as a grant never held.',
       credential: 'runtimeSession',
       cors: true,
       params: z.strictObject({ grantId: z.string().regex(idPattern('ebgr')) }),

@@ -120,7 +120,7 @@ export function pluginGrantRoutes(deps: { grants: PluginGrants; sessions: Runtim
       method: 'delete',
       path: '/v1/runtime/plugins/{pluginId}/grants/{grantId}',
       summary: 'Revoke a Plugin Grant of this session',
-      description: 'Open to the session in any live state; 204 whether the grant was live or had already ended. Connections made with it close. A grant is forgotten a day after it ended (expired or revoked): it is then 404, as a grant never held.',
+      description: 'Open to the session in any live state; 204 whether the grant was live or had already ended. Connections made with it close. A grant is forgotten a day after it expired (revoked or not): it is then 404, as a grant never held.',
       credential: 'runtimeSession',
       cors: true,
       params: z.strictObject({ pluginId: z.string().regex(PLUGIN_ID), grantId: z.string().regex(idPattern('pgr')) }),
