@@ -237,6 +237,7 @@ export class RuntimeSessions {
       await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, { type: 'lease.release', sessionId });
       const reply = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.release' });
       this.#o.activity.sessionEnded(sessionId, 'released');
+      this.#forgetBrowser(sessionId);
       return { context: reply.snapshot.context as RuntimeSessionContext, status: 'released', lease: null };
     });
   }
@@ -303,10 +304,24 @@ export class RuntimeSessions {
    */
   readonly idleExpired = (expired: SessionIdleExpired): void => {
     this.#o.activity.sessionEnded(expired.sessionId, 'idle_expired');
+    this.#forgetBrowser(expired.sessionId);
     this.#o.host.send(RUNTIME_LEASE_KIND, expired.accountId, { type: 'lease.release', sessionId: expired.sessionId }).catch((err: unknown) => {
       this.#o.warn({ err, sessionId: expired.sessionId }, 'lease actor not told of an idle release (its entry lapses on its own)');
     });
   };
+
+  /**
+   * An ended session needs no row in the browser index: a logout has nothing to do for it. Without this the index
+   * kept a row for every session ever opened in a browser. Best effort: a row left behind is harmless (a logout skips
+   * ended sessions, then removes the browser's rows).
+   */
+  #forgetBrowser(sessionId: string): void {
+    this.#o.db
+      .deleteFrom('runtime_session_browsers')
+      .where('session_id', '=', sessionId)
+      .execute()
+      .catch((err: unknown) => this.#o.warn({ err, sessionId }, 'browser index row of an ended session not removed (harmless)'));
+  }
 
   /** After the lease actor committed the end of a holding: the session learns it, its sockets are told. */
   readonly leaseEnded = (ended: LeaseEnded): void => {

@@ -38,7 +38,7 @@ test.before(async () => {
   env = await testEnvironment(server.opsUrl, 'limits-world', 'owner-oz');
   other = await testEnvironment(server.opsUrl, 'limits-other', 'owner-oz');
   // Everyone enrols before the clock moves (enrolment signs with real time); later their devices sign with the clock.
-  for (const handle of ['kim', 'lee', 'max', 'ned', 'ola', 'pia', 'quin']) {
+  for (const handle of ['kim', 'lee', 'max', 'ned', 'ola', 'pia', 'quin', 'ria']) {
     const p = await runtimePerson(server, handle);
     p.device.now = () => clock.now();
     people.set(handle, p);
@@ -117,6 +117,21 @@ test('a standby session nobody activates is released once idle: its control chan
   await waitFor(async () => ((await sessionState(pages[2]!)) === 'ended' ? true : undefined), 'the others to be released');
   const again = await standbyPages(ned, env, CAP);
   assert.is(again.length, CAP);
+});
+
+test('an ended session leaves no browser index row, released by its page or idled out; a live one keeps its row', async () => {
+  const ria = await person('ria');
+  const [released, idled, live] = await standbyPages(ria, other, 3);
+  assert.is((await live!.activate()).status, 200, 'an active session never idles out');
+  const rows = async (page: RuntimeClient): Promise<number> =>
+    (await db.connection.db.selectFrom('runtime_session_browsers').select('session_id').where('session_id', '=', page.sessionId!).execute()).length;
+  assert.equal([await rows(released!), await rows(idled!), await rows(live!)], [1, 1, 1]);
+
+  assert.is((await released!.release()).status, 200);
+  await waitFor(async () => ((await rows(released!)) === 0 ? true : undefined), "the released session's row to go");
+  clock.advance(IDLE_S * 1000);
+  await waitFor(async () => ((await rows(idled!)) === 0 ? true : undefined), "the idled-out session's row to go");
+  assert.is(await rows(live!), 1);
 });
 
 test('holding the lease stops the idle clock; losing it to another session starts it', async () => {
