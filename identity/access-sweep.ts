@@ -16,7 +16,7 @@ const SWEEP_BUDGET_MS = 60_000;
  * the refresh tokens of grants that ended. A live grant keeps its spent refresh tokens: they are how a replayed one
  * is recognised as reuse.
  */
-export async function sweepAccessRecords(db: Kysely<Database>, now: number): Promise<SweepOutcome> {
+export async function sweepAccessRecords(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
   const recent = new Date(now - ACCESS_RECORD_RETENTION_MS);
   const old = new Date(now - GRANT_RETENTION_MS);
   const deleting = deletingWith(db);
@@ -35,5 +35,5 @@ export async function sweepAccessRecords(db: Kysely<Database>, now: number): Pro
       DELETE FROM oauth_grants g WHERE g.id IN (
         SELECT id FROM oauth_grants WHERE (expires_at < ${old} OR revoked_at < ${old})
         AND NOT EXISTS (SELECT 1 FROM oauth_refresh_tokens t WHERE t.grant_id = oauth_grants.id) LIMIT ${limit})`),
-  ], { budgetMs: SWEEP_BUDGET_MS });
+  ], { budgetMs: SWEEP_BUDGET_MS, ...(signal ? { signal } : {}) });
 }

@@ -143,7 +143,7 @@ export const identityFeature: ServerParts = {
       }
     };
 
-    const accessSweep = scheduleSweep('access records', () => sweepAccessRecords(db, clock.now()), { intervalMs: 10 * 60_000, logger });
+    const accessSweep = scheduleSweep('access records', (signal) => sweepAccessRecords(db, clock.now(), signal), { intervalMs: 10 * 60_000, logger });
     // Every minute: at a high assertion rate a minute's ids are many rows, and expired ones serve no purpose.
     const assertionUseSweep = scheduleSweep(
       'device assertion ids',

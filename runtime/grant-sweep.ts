@@ -18,7 +18,7 @@ const SWEEP_BUDGET_MS = 60_000;
  * `now`. Runtimes ask for short-lived grants all day long: kept for ever, the tables (and their by-session indexes,
  * which an expired but never revoked grant stays in) would only grow.
  */
-export function sweepEndedRuntimeGrants(db: Kysely<Database>, now: number): Promise<SweepOutcome> {
+export function sweepEndedRuntimeGrants(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
   const ended = new Date(now - ENDED_GRANT_RETENTION_MS);
   const deleting = deletingWith(db);
   return sweepInTurn([
@@ -28,5 +28,5 @@ export function sweepEndedRuntimeGrants(db: Kysely<Database>, now: number): Prom
     deleting((limit) => sql`
       DELETE FROM plugin_grants WHERE id IN (
         SELECT id FROM plugin_grants WHERE expires_at < ${ended} LIMIT ${limit})`),
-  ], { budgetMs: SWEEP_BUDGET_MS });
+  ], { budgetMs: SWEEP_BUDGET_MS, ...(signal ? { signal } : {}) });
 }

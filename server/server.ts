@@ -183,15 +183,16 @@ export async function startServer(
       retentionSeconds: config.idempotencyRetentionSeconds,
       claimTimeoutSeconds: 60,
     });
-    const idempotencySweep = scheduleSweep('idempotency records', () => idempotency.sweep(), { intervalMs: 60_000, logger });
+    const idempotencySweep = scheduleSweep('idempotency records', (signal) => idempotency.sweep(signal), { intervalMs: 60_000, logger });
     cleanups.push(() => idempotencySweep.stop());
     if (config.actorJournalRetentionDays > 0) {
       const retention = new JournalRetention(storage.db);
       const retentionMs = config.actorJournalRetentionDays * 24 * 3600_000;
       // A cycle over every actor, 10 s a minute until it is through, then an hour's rest: retention counts in days.
-      const journalSweep = scheduleSweep('actor journal', () => retention.sweep(clock.now() - retentionMs, 10_000), {
+      const journalSweep = scheduleSweep('actor journal', (signal) => retention.sweep(clock.now() - retentionMs, 10_000, signal), {
         intervalMs: 60_000,
         restMs: 3600_000,
+        unfinishedIsNormal: true,
         logger,
       });
       cleanups.push(() => journalSweep.stop());

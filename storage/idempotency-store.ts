@@ -21,8 +21,8 @@ export interface IdempotencyStore {
    * again; a claim taken over since is left alone.
    */
   abandon(scope: string, key: string, claim: string): Promise<void>;
-  /** Deletes every expired record, in bounded statements, for at most a few seconds; the next sweep goes on. */
-  sweep(): Promise<SweepOutcome>;
+  /** Deletes every expired record, in bounded statements, for at most a few seconds (or until `signal` aborts). */
+  sweep(signal?: AbortSignal): Promise<SweepOutcome>;
 }
 
 export type IdempotencyClaim =

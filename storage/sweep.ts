@@ -17,20 +17,20 @@ export const SWEEP_BATCH = 5_000;
  */
 export function sweepUntilDone(
   pass: (limit: number) => Promise<number>,
-  options: { readonly limit?: number; readonly budgetMs: number },
+  options: { readonly limit?: number; readonly budgetMs: number; readonly signal?: AbortSignal },
 ): Promise<SweepOutcome> {
   return sweepInTurn([pass], options);
 }
 
 /**
  * Sweeps several tables within one `budgetMs`, a pass of each in turn, round after round, until each has a pass that
- * removed fewer than `limit` rows. In turns rather than one table after the other: a table whose rows fall due
+ * removed fewer than `limit` rows, or `signal` aborts (between statements). In turns rather than one table after the other: a table whose rows fall due
  * faster than they go must not starve the others. Within a round the passes run in the order given, so a later one
  * may remove what an earlier one's removals released (a grant once its tokens are gone).
  */
 export async function sweepInTurn(
   passes: ReadonlyArray<(limit: number) => Promise<number>>,
-  options: { readonly limit?: number; readonly budgetMs: number },
+  options: { readonly limit?: number; readonly budgetMs: number; readonly signal?: AbortSignal },
 ): Promise<SweepOutcome> {
   const limit = options.limit ?? SWEEP_BATCH;
   const deadline = performance.now() + options.budgetMs;
@@ -39,6 +39,7 @@ export async function sweepInTurn(
   for (;;) {
     const unfinished: typeof pending = [];
     for (const pass of pending) {
+      if (options.signal?.aborted) return { removed, done: false };
       const count = await pass(limit);
       removed += count;
       if (count >= limit) unfinished.push(pass);
@@ -68,27 +69,30 @@ export interface SweepLogger {
 
 /**
  * Runs `sweep` every `intervalMs`, one run at a time (a slow run delays the next instead of overlapping it), and
- * `restMs` after a run that finished everything, when that is longer. Logs what each run removed, a warning when
- * rows fall due faster than the sweep removes them, and failures (the next run tries again). Stopping waits for the
- * run in flight, so a sweep never meets a closed pool.
+ * `restMs` after a run that finished everything, when that is longer. Logs what each run removed, failures (the next
+ * run tries again) and, unless `unfinishedIsNormal`, a warning when a run ended with rows still due: they fall due
+ * faster than the sweep removes them. Stopping aborts the run in flight between its statements and waits for it, so
+ * a sweep never meets a closed pool and never holds up a shutdown for its whole budget.
  */
 export function scheduleSweep(
   name: string,
-  sweep: () => Promise<SweepOutcome>,
-  options: { readonly intervalMs: number; readonly restMs?: number; readonly logger: SweepLogger },
+  sweep: (signal: AbortSignal) => Promise<SweepOutcome>,
+  options: { readonly intervalMs: number; readonly restMs?: number; readonly unfinishedIsNormal?: boolean; readonly logger: SweepLogger },
 ): ScheduledSweep {
   const { logger } = options;
+  const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let inFlight: Promise<void> | undefined;
-  let stopped = false;
   const next = (delay: number): void => {
-    if (!stopped) timer = setTimeout(run, delay).unref();
+    if (!stopping.signal.aborted) timer = setTimeout(run, delay).unref();
   };
   const run = (): void => {
-    inFlight = sweep().then(
+    // Through a resolved promise: a sweep that throws instead of rejecting is a failed run too, not a crash.
+    inFlight = Promise.resolve(stopping.signal).then(sweep).then(
       ({ removed, done }) => {
-        if (!done) logger.warn({ sweep: name, removed }, 'rows fall due faster than this sweep removes them; the rest go next run');
-        else if (removed > 0) logger.info({ sweep: name, removed }, 'sweep removed rows past their retention');
+        if (!done && !options.unfinishedIsNormal && !stopping.signal.aborted) {
+          logger.warn({ sweep: name, removed }, 'rows fall due faster than this sweep removes them; the rest go next run');
+        } else if (removed > 0) logger.info({ sweep: name, removed }, 'sweep removed rows past their retention');
         next(done && options.restMs !== undefined ? Math.max(options.restMs, options.intervalMs) : options.intervalMs);
       },
       (err: unknown) => {
@@ -100,7 +104,7 @@ export function scheduleSweep(
   next(options.intervalMs);
   return {
     stop: async () => {
-      stopped = true;
+      stopping.abort();
       clearTimeout(timer);
       await inFlight;
     },

@@ -79,12 +79,12 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
       .execute();
   }
 
-  sweep(): Promise<SweepOutcome> {
+  sweep(signal?: AbortSignal): Promise<SweepOutcome> {
     return sweepUntilDone(async (limit) => {
       const result = await sql`
         DELETE FROM idempotency_records
          WHERE ctid IN (SELECT ctid FROM idempotency_records WHERE expires_at < now() LIMIT ${limit})`.execute(this.#db);
       return Number(result.numAffectedRows ?? 0);
-    }, { budgetMs: SWEEP_BUDGET_MS });
+    }, { budgetMs: SWEEP_BUDGET_MS, ...(signal ? { signal } : {}) });
   }
 }

@@ -29,23 +29,30 @@ const SEGMENTS_PER_PASS = 5_000;
  *   clock corrected, another node's clock); deleting old segments after a young one would leave holes.
  * - Never the newest segment: the commit fence takes the journal's end from it (COMMIT_BATCH).
  * - Found through the primary key up to that bound (a LATERAL that cannot be flattened into a join over the whole
- *   table), so a pass reads what it removes plus about two rows an actor, and no segment's JSON but the first young
- *   one's: once a cycle has caught up, a pass costs its page of actors, whatever the journal holds.
+ *   table), and never more than `limit` versions past the actor's oldest segment: a pass reads what it removes plus
+ *   about three rows an actor, and no segment's JSON but those it looks at for the first young one. Once a cycle has
+ *   caught up, a pass costs its page of actors, whatever the journal holds.
  */
 export function retentionPass(cursor: JournalCursor | undefined, before: number, actors: number, limit: number) {
   const after = cursor ? sql`WHERE (kind, key) > (${cursor.kind}, ${cursor.key})` : sql``;
-  return sql<{ removed: string; actors: string; last_kind: string | null; last_key: string | null }>`
+  return sql<{ planned: string; removed: string; actors: string; last_kind: string | null; last_key: string | null }>`
     WITH page AS MATERIALIZED (
       SELECT kind, key, version FROM actor_snapshots ${after} ORDER BY kind, key LIMIT ${actors}
+    ), bounded AS MATERIALIZED (
+      -- How far this pass looks into each actor: what its snapshot covers, and at most the pass's limit of versions past
+      -- its oldest segment, so an old backlog is read a pass's worth at a time, not whole on every pass.
+      SELECT p.kind, p.key, LEAST(p.version + 1,
+               (SELECT f.version FROM actor_journal f WHERE f.kind = p.kind AND f.key = p.key ORDER BY f.version LIMIT 1) + ${limit}) AS upto
+        FROM page p
     ), doomed AS (
-      SELECT d.ctid FROM page p CROSS JOIN LATERAL (
+      SELECT d.ctid FROM bounded b CROSS JOIN LATERAL (
         SELECT x.ctid FROM actor_journal x
-         WHERE x.kind = p.kind AND x.key = p.key
+         WHERE x.kind = b.kind AND x.key = b.key
            AND x.version < LEAST(
-             p.version + 1,
-             (SELECT h.version FROM actor_journal h WHERE h.kind = p.kind AND h.key = p.key ORDER BY h.version DESC LIMIT 1),
+             b.upto,
+             (SELECT h.version FROM actor_journal h WHERE h.kind = b.kind AND h.key = b.key ORDER BY h.version DESC LIMIT 1),
              (SELECT y.version FROM actor_journal y
-               WHERE y.kind = p.kind AND y.key = p.key AND y.version <= p.version AND (y.events->0->>0)::int8 >= ${before}
+               WHERE y.kind = b.kind AND y.key = b.key AND y.version < b.upto AND (y.events->0->>0)::int8 >= ${before}
                ORDER BY y.version LIMIT 1))
          ORDER BY x.version LIMIT ${limit}
       ) d
@@ -55,8 +62,8 @@ export function retentionPass(cursor: JournalCursor | undefined, before: number,
     ), last AS (
       SELECT kind, key FROM page ORDER BY kind DESC, key DESC LIMIT 1
     )
-    SELECT (SELECT count(*) FROM removed) AS removed, (SELECT count(*) FROM page) AS actors,
-           (SELECT kind FROM last) AS last_kind, (SELECT key FROM last) AS last_key`;
+    SELECT (SELECT count(*) FROM doomed) AS planned, (SELECT count(*) FROM removed) AS removed,
+           (SELECT count(*) FROM page) AS actors, (SELECT kind FROM last) AS last_kind, (SELECT key FROM last) AS last_key`;
 }
 
 /**
@@ -82,10 +89,11 @@ export class JournalRetention {
   }
 
   /**
-   * Passes on from where the last sweep stopped, for at most `budgetMs`, removing covered segments older than
-   * `before` (ms). `done`: a cycle over every actor ended in this sweep (the next sweep starts another).
+   * Passes on from where the last sweep stopped, for at most `budgetMs` (or until `signal` aborts), removing covered
+   * segments older than `before` (ms). `done`: a cycle over every actor ended in this sweep (the next sweep starts
+   * another); not done means only that the cycle goes on, not that rows fall due faster than they go.
    */
-  async sweep(before: number, budgetMs: number): Promise<SweepOutcome> {
+  async sweep(before: number, budgetMs: number, signal?: AbortSignal): Promise<SweepOutcome> {
     const deadline = performance.now() + budgetMs;
     let removed = 0;
     do {
@@ -93,7 +101,7 @@ export class JournalRetention {
       removed += pass.removed;
       this.#cursor = pass.next;
       if (pass.cycleEnded) return { removed, done: true };
-    } while (performance.now() < deadline);
+    } while (performance.now() < deadline && !signal?.aborted);
     return { removed, done: false };
   }
 
@@ -108,7 +116,9 @@ export class JournalRetention {
       const { rows } = await retentionPass(cursor, before, this.#actorsPerPass, this.#segmentsPerPass).execute(trx);
       const row = rows[0]!;
       const removed = Number(row.removed);
-      if (removed >= this.#segmentsPerPass) return { removed, next: cursor, cycleEnded: false };
+      // Planned, not removed: another node's pass may have removed some of them first, and the page is unfinished
+      // all the same when this pass's plan was cut at the cap.
+      if (Number(row.planned) >= this.#segmentsPerPass) return { removed, next: cursor, cycleEnded: false };
       const last = row.last_kind !== null && row.last_key !== null ? { kind: row.last_kind, key: row.last_key } : undefined;
       return Number(row.actors) === this.#actorsPerPass && last ? { removed, next: last, cycleEnded: false } : { removed, next: undefined, cycleEnded: true };
     });

@@ -40,6 +40,16 @@ function started(clock: ManualClock): ActorHost {
   host.start();
   return host;
 }
+/** Journal rows an EXPLAIN ANALYZE plan read (returned or filtered out, over all loops); a whole-table scan fails. */
+function journalRowsRead(plan: PlanNode): number {
+  let read = 0;
+  for (const node of planNodes(plan)) {
+    if (node['Relation Name'] !== 'actor_journal' || node['Node Type'] === 'ModifyTable') continue;
+    assert.ok(node['Node Type'] !== 'Seq Scan', JSON.stringify(plan));
+    read += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
+  }
+  return read;
+}
 const range = (from: number, to: number): number[] => Array.from({ length: from - to + 1 }, (_, i) => from - i);
 
 test('covered segments past retention go; the tail after the snapshot and recent segments stay; the actor goes on as before', async () => {
@@ -205,15 +215,65 @@ test('once caught up, a pass reads about two journal rows an actor, however many
     });
     return rows[0]!['QUERY PLAN'][0]!.Plan;
   });
-  let read = 0;
-  for (const node of planNodes(plan)) {
-    if (node['Relation Name'] !== 'actor_journal' || node['Node Type'] === 'ModifyTable') continue;
-    assert.ok(node['Node Type'] !== 'Seq Scan', JSON.stringify(plan));
-    read += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
-  }
+  const read = journalRowsRead(plan);
   assert.ok(read <= 3 * actors, `read ${read} journal rows for ${actors} actors`);
   const kept = await sql<{ n: string }>`SELECT count(*) AS n FROM actor_journal WHERE kind = 'busy'`.execute(q);
   assert.is(Number(kept.rows[0]!.n), actors * 50);
+});
+
+test('an old backlog is read a pass\'s worth at a time: a capped pass reads about three times its cap, and stays on its page', async () => {
+  const q = db.connection.db;
+  const old = Date.now() - 40 * DAY;
+  const backlog = async (key: string, segments: number): Promise<void> => {
+    await sql`INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot) VALUES ('deep', ${key}, ${segments}, 1, '{}'::jsonb)`.execute(q);
+    await sql`
+      INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
+      SELECT 'deep', ${key}, v, v, 1, json_build_array(json_build_array(${old}::int8, json_build_object('type', 'x')))
+        FROM generate_series(1, ${segments}::int) v`.execute(q);
+  };
+  await backlog('d1', 3_000);
+  await backlog('d2', 10);
+  await sql`ANALYZE actor_journal, actor_snapshots`.execute(q);
+  const cap = 500;
+  const from = { kind: 'deep', key: '' };
+
+  // EXPLAIN ANALYZE runs the delete: the transaction is rolled back (by throwing the plan out of it).
+  class RolledBack {
+    constructor(readonly plan: PlanNode) {}
+  }
+  const plan = await q.transaction().execute(async (trx) => {
+    await sql`SELECT set_config('registry.journal_retention', 'on', true)`.execute(trx);
+    const statement = retentionPass(from, Date.now() - 30 * DAY, 2, cap).compile(trx);
+    const { rows } = await trx.executeQuery<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>({ ...statement, sql: `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}` });
+    throw new RolledBack(rows[0]!['QUERY PLAN'][0]!.Plan);
+  }).then(
+    (): never => {
+      throw new Error('the transaction was meant to roll back');
+    },
+    (error: unknown) => {
+      if (error instanceof RolledBack) return error.plan;
+      throw error;
+    },
+  );
+  assert.ok(journalRowsRead(plan) <= 4 * cap, `read ${journalRowsRead(plan)} journal rows for a pass capped at ${cap}`);
+
+  const retention = new JournalRetention(q, { actorsPerPass: 2, segmentsPerPass: cap });
+  let cursor: { kind: string; key: string } | undefined = from;
+  let capped = 0;
+  let removed = 0;
+  for (let passes = 0; passes < 20; passes++) {
+    const pass = await retention.pass(cursor, Date.now() - 30 * DAY);
+    removed += pass.removed;
+    if (pass.removed >= cap) {
+      capped++;
+      assert.equal(pass.next, cursor, 'a capped pass leaves its page for the next pass');
+    }
+    if (pass.cycleEnded || pass.next?.kind !== 'deep') break;
+    cursor = pass.next;
+  }
+  assert.equal([removed, capped], [2_999 + 9, 6], 'all but the newest of each, 500 a pass');
+  const left = await sql<{ key: string; version: number }>`SELECT key, version FROM actor_journal WHERE kind = 'deep' ORDER BY key`.execute(q);
+  assert.equal(left.rows.map((r) => `${r.key}@${r.version}`), ['d1@3000', 'd2@10'], 'each keeps its newest segment only');
 });
 
 test.run();

@@ -5,6 +5,7 @@ import { sweepAccessRecords } from '../../identity/access-sweep.js';
 import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
 import { scheduleSweep, SWEEP_BATCH, sweepInTurn } from '../../storage/sweep.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * A sweep run removes everything that has fallen due, however much piled up since the last run, in statements of
@@ -105,6 +106,33 @@ test('a scheduled sweep runs one at a time, and stopping waits for the run in fl
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.equal(log, ['start 1', 'end']);
   assert.is(log.length, stoppedAt, 'nothing ran after stop');
+});
+
+test('stopping aborts a long run between its statements instead of waiting out its budget', async () => {
+  let statements = 0;
+  const quiet = { info: () => {}, warn: () => {} };
+  const slowFlood = async (limit: number): Promise<number> => {
+    statements++;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    return limit;
+  };
+  const schedule = scheduleSweep('flood', (signal) => sweepInTurn([slowFlood], { limit: 10, budgetMs: 60_000, signal }), { intervalMs: 1, logger: quiet });
+  await waitFor(() => (statements >= 3 ? true : undefined), 'the run under way');
+  const asked = performance.now();
+  await schedule.stop();
+  assert.ok(performance.now() - asked < 1_000, `stop took ${Math.round(performance.now() - asked)} ms of a 60 s budget`);
+});
+
+test('a sweep that throws instead of rejecting is a failed run, logged, and the next run comes', async () => {
+  const warnings: string[] = [];
+  let runs = 0;
+  const schedule = scheduleSweep('thrower', () => {
+    runs++;
+    throw new Error('not a promise');
+  }, { intervalMs: 5, logger: { info: () => {}, warn: (_details, message) => void warnings.push(message) } });
+  await waitFor(() => (runs >= 2 ? true : undefined), 'a second run after the first threw');
+  await schedule.stop();
+  assert.ok(warnings.length >= 1 && warnings.every((w) => w.startsWith('sweep failed')), warnings.join('; '));
 });
 
 test.run();
