@@ -24,9 +24,10 @@ export function sweepUntilDone(
 
 /**
  * Sweeps several tables within one `budgetMs`, a pass of each in turn, round after round, until each has a pass that
- * removed fewer than `limit` rows, or `signal` aborts (between statements). In turns rather than one table after the other: a table whose rows fall due
- * faster than they go must not starve the others. Within a round the passes run in the order given, so a later one
- * may remove what an earlier one's removals released (a grant once its tokens are gone).
+ * removed fewer than `limit` rows, or `signal` aborts (checked between statements). In turns rather than one table
+ * after the other: a table whose rows fall due faster than they go must not starve the others. Within a round the
+ * passes run in the order given, so a later one may remove what an earlier one's removals released (a grant once its
+ * tokens are gone).
  */
 export async function sweepInTurn(
   passes: ReadonlyArray<(limit: number) => Promise<number>>,
