@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../storage/database.js';
 import { deletingWith, sweepInTurn, type SweepOutcome } from '../storage/sweep.js';
 
@@ -16,24 +16,32 @@ const SWEEP_BUDGET_MS = 60_000;
  * the refresh tokens of grants that ended. A live grant keeps its spent refresh tokens: they are how a replayed one
  * is recognised as reuse.
  */
-export async function sweepAccessRecords(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
+export function sweepAccessRecords(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
+  const deleting = deletingWith(db);
+  return sweepInTurn(accessSweepStatements(now).map(([, statement]) => deleting(statement)), {
+    budgetMs: SWEEP_BUDGET_MS,
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/** The sweep's statements in order, each named by the table it removes from (exported for the test of their plans). */
+export function accessSweepStatements(now: number): ReadonlyArray<readonly [table: string, statement: (limit: number) => RawBuilder<unknown>]> {
   const recent = new Date(now - ACCESS_RECORD_RETENTION_MS);
   const old = new Date(now - GRANT_RETENTION_MS);
-  const deleting = deletingWith(db);
-  return sweepInTurn([
-    deleting((limit) => sql`DELETE FROM oauth_codes WHERE code_hash IN (SELECT code_hash FROM oauth_codes WHERE expires_at < ${recent} LIMIT ${limit})`),
-    deleting((limit) => sql`DELETE FROM browser_sessions WHERE id IN (SELECT id FROM browser_sessions WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`),
-    deleting((limit) => sql`
+  return [
+    ['oauth_codes', (limit) => sql`DELETE FROM oauth_codes WHERE code_hash IN (SELECT code_hash FROM oauth_codes WHERE expires_at < ${recent} LIMIT ${limit})`],
+    ['browser_sessions', (limit) => sql`DELETE FROM browser_sessions WHERE id IN (SELECT id FROM browser_sessions WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`],
+    ['review_host_capabilities', (limit) => sql`
       DELETE FROM review_host_capabilities WHERE id IN (
-        SELECT id FROM review_host_capabilities WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`),
-    deleting((limit) => sql`
+        SELECT id FROM review_host_capabilities WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`],
+    ['oauth_refresh_tokens', (limit) => sql`
       DELETE FROM oauth_refresh_tokens WHERE token_hash IN (
         SELECT t.token_hash FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-        WHERE g.expires_at < ${recent} OR g.revoked_at < ${recent} LIMIT ${limit})`),
+        WHERE g.expires_at < ${recent} OR g.revoked_at < ${recent} LIMIT ${limit})`],
     // After the refresh tokens: a grant goes once none of its tokens is left.
-    deleting((limit) => sql`
+    ['oauth_grants', (limit) => sql`
       DELETE FROM oauth_grants g WHERE g.id IN (
         SELECT id FROM oauth_grants WHERE (expires_at < ${old} OR revoked_at < ${old})
-        AND NOT EXISTS (SELECT 1 FROM oauth_refresh_tokens t WHERE t.grant_id = oauth_grants.id) LIMIT ${limit})`),
-  ], { budgetMs: SWEEP_BUDGET_MS, ...(signal ? { signal } : {}) });
+        AND NOT EXISTS (SELECT 1 FROM oauth_refresh_tokens t WHERE t.grant_id = oauth_grants.id) LIMIT ${limit})`],
+  ];
 }

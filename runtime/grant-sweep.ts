@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { ACCESS_RECORD_RETENTION_MS } from '../identity/access-sweep.js';
 import type { Database } from '../storage/database.js';
 import { deletingWith, sweepInTurn, type SweepOutcome } from '../storage/sweep.js';
@@ -19,14 +19,18 @@ const SWEEP_BUDGET_MS = 60_000;
  * which an expired but never revoked grant stays in) would only grow.
  */
 export function sweepEndedRuntimeGrants(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
-  const ended = new Date(now - ENDED_GRANT_RETENTION_MS);
   const deleting = deletingWith(db);
-  return sweepInTurn([
-    deleting((limit) => sql`
-      DELETE FROM environment_backend_grants WHERE id IN (
-        SELECT id FROM environment_backend_grants WHERE expires_at < ${ended} LIMIT ${limit})`),
-    deleting((limit) => sql`
-      DELETE FROM plugin_grants WHERE id IN (
-        SELECT id FROM plugin_grants WHERE expires_at < ${ended} LIMIT ${limit})`),
-  ], { budgetMs: SWEEP_BUDGET_MS, ...(signal ? { signal } : {}) });
+  return sweepInTurn(runtimeGrantSweepStatements(now).map(([, statement]) => deleting(statement)), {
+    budgetMs: SWEEP_BUDGET_MS,
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/** The sweep's statements, each named by the table it removes from (exported for the test of their plans). */
+export function runtimeGrantSweepStatements(now: number): ReadonlyArray<readonly [table: string, statement: (limit: number) => RawBuilder<unknown>]> {
+  const expired = new Date(now - ENDED_GRANT_RETENTION_MS);
+  return ['environment_backend_grants', 'plugin_grants'].map((table) => [
+    table,
+    (limit: number) => sql`DELETE FROM ${sql.table(table)} WHERE id IN (SELECT id FROM ${sql.table(table)} WHERE expires_at < ${expired} LIMIT ${limit})`,
+  ] as const);
 }
