@@ -1,6 +1,6 @@
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../storage/database.js';
-import { deletingWith, sweepInTurn, type SweepOutcome } from '../storage/sweep.js';
+import { sweepStatements, type SweepOutcome, type SweepStatement } from '../storage/sweep.js';
 
 /** How long spent or ended access records stay after they stopped mattering: long enough to read in an incident. */
 export const ACCESS_RECORD_RETENTION_MS = 24 * 3600_000;
@@ -17,15 +17,11 @@ const SWEEP_BUDGET_MS = 60_000;
  * is recognised as reuse.
  */
 export function sweepAccessRecords(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
-  const deleting = deletingWith(db);
-  return sweepInTurn(accessSweepStatements(now).map(([, statement]) => deleting(statement)), {
-    budgetMs: SWEEP_BUDGET_MS,
-    ...(signal ? { signal } : {}),
-  });
+  return sweepStatements(db, accessSweepStatements(now), { budgetMs: SWEEP_BUDGET_MS, signal });
 }
 
 /** The sweep's statements in order, each named by the table it removes from (exported for the test of their plans). */
-export function accessSweepStatements(now: number): ReadonlyArray<readonly [table: string, statement: (limit: number) => RawBuilder<unknown>]> {
+export function accessSweepStatements(now: number): readonly SweepStatement[] {
   const recent = new Date(now - ACCESS_RECORD_RETENTION_MS);
   const old = new Date(now - GRANT_RETENTION_MS);
   return [

@@ -1,7 +1,7 @@
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { ACCESS_RECORD_RETENTION_MS } from '../identity/access-sweep.js';
 import type { Database } from '../storage/database.js';
-import { deletingWith, sweepInTurn, type SweepOutcome } from '../storage/sweep.js';
+import { sweepStatements, type SweepOutcome, type SweepStatement } from '../storage/sweep.js';
 
 /**
  * A grant is kept this long after it expired, to read in an incident, then removed (a revoked one too: grants live
@@ -19,15 +19,11 @@ const SWEEP_BUDGET_MS = 60_000;
  * which an expired but never revoked grant stays in) would only grow.
  */
 export function sweepEndedRuntimeGrants(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
-  const deleting = deletingWith(db);
-  return sweepInTurn(runtimeGrantSweepStatements(now).map(([, statement]) => deleting(statement)), {
-    budgetMs: SWEEP_BUDGET_MS,
-    ...(signal ? { signal } : {}),
-  });
+  return sweepStatements(db, runtimeGrantSweepStatements(now), { budgetMs: SWEEP_BUDGET_MS, signal });
 }
 
 /** The sweep's statements, each named by the table it removes from (exported for the test of their plans). */
-export function runtimeGrantSweepStatements(now: number): ReadonlyArray<readonly [table: string, statement: (limit: number) => RawBuilder<unknown>]> {
+export function runtimeGrantSweepStatements(now: number): readonly SweepStatement[] {
   const expired = new Date(now - ENDED_GRANT_RETENTION_MS);
   return ['environment_backend_grants', 'plugin_grants'].map((table) => [
     table,

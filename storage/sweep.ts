@@ -51,10 +51,18 @@ export async function sweepInTurn(
   }
 }
 
-/** A sweep pass from a DELETE statement that removes at most `limit` rows: the pass returns how many it removed. */
-export function deletingWith<DB>(db: Kysely<DB>) {
-  return (statement: (limit: number) => RawBuilder<unknown>) => async (limit: number): Promise<number> =>
-    Number((await statement(limit).execute(db)).numAffectedRows ?? 0);
+/** A sweep statement: a DELETE of at most `limit` due rows, named by the table it removes from. */
+export type SweepStatement = readonly [table: string, statement: (limit: number) => RawBuilder<unknown>];
+
+/** Runs `statements` in turn (`sweepInTurn`), each pass one execution of a statement, which removes at most `limit` rows. */
+export function sweepStatements<DB>(
+  db: Kysely<DB>,
+  statements: readonly SweepStatement[],
+  options: { readonly budgetMs: number; readonly signal?: AbortSignal | undefined },
+): Promise<SweepOutcome> {
+  const passes = statements.map(([, statement]) => async (limit: number): Promise<number> =>
+    Number((await statement(limit).execute(db)).numAffectedRows ?? 0));
+  return sweepInTurn(passes, { budgetMs: options.budgetMs, ...(options.signal ? { signal: options.signal } : {}) });
 }
 
 export interface ScheduledSweep {
