@@ -143,12 +143,16 @@ export const identityFeature: ServerParts = {
       }
     };
 
-    const accessSweep = scheduleSweep('access records', (signal) => sweepAccessRecords(db, clock.now(), signal), { intervalMs: 10 * 60_000, logger });
+    const accessSweep = scheduleSweep('access records', (signal) => sweepAccessRecords(db, clock.now(), signal), {
+      intervalMs: 10 * 60_000,
+      logger,
+      observer: services.metrics.sweeps,
+    });
     // Every minute: at a high assertion rate a minute's ids are many rows, and expired ones serve no purpose.
     const assertionUseSweep = scheduleSweep(
       'device assertion ids',
       async () => ({ removed: await assertionUses.sweep(clock.now()), done: true }),
-      { intervalMs: 60_000, logger },
+      { intervalMs: 60_000, logger, observer: services.metrics.sweeps },
     );
 
     return {

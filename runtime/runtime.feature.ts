@@ -147,7 +147,11 @@ export function runtimeFeature(): ServerParts {
       let asyncApiText: string | undefined;
       const asyncApi = (): string => (asyncApiText ??= JSON.stringify(buildRuntimeAsyncApi(new URL(publicUrl()).host)));
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
-      const grantSweep = scheduleSweep('runtime grants', (signal) => sweepEndedRuntimeGrants(storage.db, clock.now(), signal), { intervalMs: 10 * 60_000, logger: log });
+      const grantSweep = scheduleSweep('runtime grants', (signal) => sweepEndedRuntimeGrants(storage.db, clock.now(), signal), {
+        intervalMs: 10 * 60_000,
+        logger: log,
+        observer: services.metrics.sweeps,
+      });
       return {
         routes: [
           ...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }),

@@ -129,6 +129,11 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const commitFailures = registry.counter('registry_commit_failures_total', 'Group commits that failed.');
   const socketsOpen = registry.gauge('registry_websockets_open', 'Open WebSocket connections, by endpoint.');
   const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code.');
+  const sweepRuns = registry.counter(
+    'registry_sweep_runs_total',
+    'Sweep runs, by sweep and outcome: done (nothing due left), unfinished (rows left for the next run), failed.',
+  );
+  const sweepRemoved = registry.counter('registry_sweep_rows_removed_total', 'Rows the sweeps removed past their retention, by sweep.');
   registry.gauge('process_resident_memory_bytes', 'Resident memory of this process.', () => [[{}, process.memoryUsage.rss()]]);
 
   return {
@@ -153,6 +158,12 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
         commitSeconds.observe(durationMs / 1000);
       },
       batchFailed: () => commitFailures.inc(),
+    },
+    sweeps: {
+      runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'failed', removed: number): void {
+        sweepRuns.inc({ sweep, outcome });
+        if (removed > 0) sweepRemoved.inc({ sweep }, removed);
+      },
     },
     sockets: {
       opened: (endpoint: string) => socketsOpen.inc({ endpoint }, 1),

@@ -183,7 +183,11 @@ export async function startServer(
       retentionSeconds: config.idempotencyRetentionSeconds,
       claimTimeoutSeconds: 60,
     });
-    const idempotencySweep = scheduleSweep('idempotency records', (signal) => idempotency.sweep(signal), { intervalMs: 60_000, logger });
+    const idempotencySweep = scheduleSweep('idempotency records', (signal) => idempotency.sweep(signal), {
+      intervalMs: 60_000,
+      logger,
+      observer: metrics.sweeps,
+    });
     cleanups.push(() => idempotencySweep.stop());
     if (config.actorJournalRetentionDays > 0) {
       const retention = new JournalRetention(storage.db);
@@ -194,6 +198,7 @@ export async function startServer(
         restMs: 3600_000,
         unfinishedIsNormal: true,
         logger,
+        observer: metrics.sweeps,
       });
       cleanups.push(() => journalSweep.stop());
     }

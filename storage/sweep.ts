@@ -70,6 +70,11 @@ export interface ScheduledSweep {
   stop(): Promise<void>;
 }
 
+/** Told how each run of a scheduled sweep ended (the server's metrics). */
+export interface SweepObserver {
+  runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'failed', removed: number): void;
+}
+
 /** What a scheduled sweep logs with (pino's shape). */
 export interface SweepLogger {
   info(details: Record<string, unknown>, message: string): void;
@@ -86,9 +91,15 @@ export interface SweepLogger {
 export function scheduleSweep(
   name: string,
   sweep: (signal: AbortSignal) => Promise<SweepOutcome>,
-  options: { readonly intervalMs: number; readonly restMs?: number; readonly unfinishedIsNormal?: boolean; readonly logger: SweepLogger },
+  options: {
+    readonly intervalMs: number;
+    readonly restMs?: number;
+    readonly unfinishedIsNormal?: boolean;
+    readonly logger: SweepLogger;
+    readonly observer?: SweepObserver;
+  },
 ): ScheduledSweep {
-  const { logger } = options;
+  const { logger, observer } = options;
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let inFlight: Promise<void> | undefined;
@@ -99,12 +110,14 @@ export function scheduleSweep(
     // Through a resolved promise: a sweep that throws instead of rejecting is a failed run too, not a crash.
     inFlight = Promise.resolve(stopping.signal).then(sweep).then(
       ({ removed, done }) => {
+        observer?.runEnded(name, done ? 'done' : 'unfinished', removed);
         if (!done && !options.unfinishedIsNormal && !stopping.signal.aborted) {
           logger.warn({ sweep: name, removed }, 'rows fall due faster than this sweep removes them; the rest go next run');
         } else if (removed > 0) logger.info({ sweep: name, removed }, 'sweep removed rows past their retention');
         next(done && options.restMs !== undefined ? Math.max(options.restMs, options.intervalMs) : options.intervalMs);
       },
       (err: unknown) => {
+        observer?.runEnded(name, 'failed', 0);
         logger.warn({ sweep: name, err }, 'sweep failed; the next run tries again');
         next(options.intervalMs);
       },

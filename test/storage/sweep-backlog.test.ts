@@ -3,6 +3,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { sweepAccessRecords } from '../../identity/access-sweep.js';
 import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
+import { createServerMetrics } from '../../server/metrics.js';
 import { scheduleSweep, SWEEP_BATCH, sweepInTurn } from '../../storage/sweep.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { waitFor } from '../support/wait.js';
@@ -133,6 +134,29 @@ test('a sweep that throws instead of rejecting is a failed run, logged, and the 
   await waitFor(() => (runs >= 2 ? true : undefined), 'a second run after the first threw');
   await schedule.stop();
   assert.ok(warnings.length >= 1 && warnings.every((w) => w.startsWith('sweep failed')), warnings.join('; '));
+});
+
+test('each run is counted in the server metrics: done, unfinished or failed, and the rows it removed', async () => {
+  const metrics = createServerMetrics({ liveActors: () => new Map(), httpInFlight: () => 0 });
+  const outcomes = [{ removed: 3, done: true }, { removed: 5, done: false }];
+  let runs = 0;
+  const schedule = scheduleSweep('counted', async () => {
+    const outcome = outcomes[runs++];
+    if (!outcome) throw new Error('storage unavailable');
+    return outcome;
+  }, { intervalMs: 5, logger: { info: () => {}, warn: () => {} }, observer: metrics.sweeps });
+  await waitFor(() => (runs >= 3 ? true : undefined), 'three runs');
+  await schedule.stop();
+  const text = metrics.render();
+  for (const line of [
+    'registry_sweep_runs_total{outcome="done",sweep="counted"} 1',
+    'registry_sweep_runs_total{outcome="unfinished",sweep="counted"} 1',
+    'registry_sweep_rows_removed_total{sweep="counted"} 8',
+  ]) {
+    assert.ok(text.includes(line), `${line} in\n${text.split('\n').filter((l) => l.includes('sweep')).join('\n')}`);
+  }
+  // Failing runs go on every interval until stopped: one at least.
+  assert.match(text, /registry_sweep_runs_total\{outcome="failed",sweep="counted"\} [1-9]/);
 });
 
 test.run();
