@@ -11,7 +11,7 @@ import {
   ActorStorageUnavailableError,
   type ActorHostError,
 } from './errors.js';
-import type { SnapshotWrite, StoredActor } from '../storage/actor-store.js';
+import { StoredActorInconsistentError, type SnapshotWrite, type StoredActor } from '../storage/actor-store.js';
 
 /**
  * Why an activation left memory. `nothing_stored`: the store held nothing for its key and its events wrote nothing (a
@@ -224,7 +224,9 @@ export class Activation implements CommitParticipant {
   }
 
   loadFailed(error: unknown): void {
-    this.#fail(new ActorStorageUnavailableError(this.id, error), false, 'load_failed');
+    // A store that answered with what cannot be a state is not an outage: a retry would only meet it again.
+    const failure = error instanceof StoredActorInconsistentError ? new ActorRestoreError(this.id, error) : new ActorStorageUnavailableError(this.id, error);
+    this.#fail(failure, false, 'load_failed');
   }
 
   /** Queues or handles the event; the context's `settled` is called once, when the reply is released or refused. */

@@ -3,9 +3,9 @@ import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEven
 import { Activation, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
-import { ActorEventUnstorableError, ActorOverloadedError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
+import { ActorEventUnstorableError, ActorOverloadedError, ActorRestoreError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
 import type { Ownership } from './ownership.js';
-import { actorId, type ActorStore, type DueActor } from '../storage/actor-store.js';
+import { actorId, StoredActorInconsistentError, type ActorStore, type DueActor, type StoredActor } from '../storage/actor-store.js';
 import { unstorableTextAt } from '../storage/storable-text.js';
 
 /** How soon a timer whose delivery a full mailbox refused is tried again. */
@@ -177,7 +177,12 @@ export class ActorHost {
   async readCommitted(kind: string, key: string): Promise<CommittedActorView | undefined> {
     const registered = this.#kinds.get(kind);
     if (!registered) throw new UnknownActorKindError(kind);
-    const stored = await this.#store.load(kind, key);
+    let stored: StoredActor | undefined;
+    try {
+      stored = await this.#store.load(kind, key);
+    } catch (error) {
+      throw error instanceof StoredActorInconsistentError ? new ActorRestoreError(actorId(kind, key), error) : error;
+    }
     if (!stored) return undefined;
     const { snapshot } = restoreCommitted(registered.kind, key, stored);
     return {
@@ -245,7 +250,9 @@ export class ActorHost {
       const epoch = await this.#ownership.claim(activation.kind, activation.key, stored?.epoch ?? 0);
       activation.load(stored, epoch);
     } catch (error) {
-      this.#logger.warn({ actor: activation.id.replace('\u0000', '/'), err: error }, 'actor activation failed');
+      const actor = activation.id.replace('\u0000', '/');
+      if (error instanceof StoredActorInconsistentError) this.#logger.error({ actor, err: error }, 'stored actor cannot be restored');
+      else this.#logger.warn({ actor, err: error }, 'actor activation failed');
       activation.loadFailed(error);
     }
   }

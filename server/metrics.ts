@@ -131,7 +131,9 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code.');
   const sweepRuns = registry.counter(
     'registry_sweep_runs_total',
-    'Sweep runs, by sweep and outcome: done (nothing due left), unfinished (rows left for the next run), failed.',
+    'Sweep runs, by sweep and outcome: done (nothing due left; for the actor journal, a cycle over every actor ended), ' +
+      'unfinished (rows due left for the next run: they fall due faster than they go), continuing (the actor journal\'s ' +
+      'cycle goes on next run), failed.',
   );
   const sweepRemoved = registry.counter('registry_sweep_rows_removed_total', 'Rows the sweeps removed past their retention, by sweep.');
   registry.gauge('process_resident_memory_bytes', 'Resident memory of this process.', () => [[{}, process.memoryUsage.rss()]]);
@@ -160,7 +162,7 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
       batchFailed: () => commitFailures.inc(),
     },
     sweeps: {
-      runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'failed', removed: number): void {
+      runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'continuing' | 'failed', removed: number): void {
         sweepRuns.inc({ sweep, outcome });
         if (removed > 0) sweepRemoved.inc({ sweep }, removed);
       },

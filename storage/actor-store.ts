@@ -95,4 +95,10 @@ export interface DueActor {
   readonly nextDueAt: number;
 }
 
+/**
+ * What the store holds for an actor cannot be its state (a gap in the journal after the snapshot): no retry mends it,
+ * an operator must look. Not a storage outage.
+ */
+export class StoredActorInconsistentError extends Error {}
+
 export const actorId = (kind: string, key: string): string => `${kind}\u0000${key}`;

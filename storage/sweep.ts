@@ -72,7 +72,8 @@ export interface ScheduledSweep {
 
 /** Told how each run of a scheduled sweep ended (the server's metrics). */
 export interface SweepObserver {
-  runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'failed', removed: number): void;
+  /** `continuing`: a sweep whose runs normally end unfinished (a cycle over every actor) goes on next run. */
+  runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'continuing' | 'failed', removed: number): void;
 }
 
 /** What a scheduled sweep logs with (pino's shape). */
@@ -110,7 +111,7 @@ export function scheduleSweep(
     // Through a resolved promise: a sweep that throws instead of rejecting is a failed run too, not a crash.
     inFlight = Promise.resolve(stopping.signal).then(sweep).then(
       ({ removed, done }) => {
-        observer?.runEnded(name, done ? 'done' : 'unfinished', removed);
+        observer?.runEnded(name, done ? 'done' : options.unfinishedIsNormal ? 'continuing' : 'unfinished', removed);
         if (!done && !options.unfinishedIsNormal && !stopping.signal.aborted) {
           logger.warn({ sweep: name, removed }, 'rows fall due faster than this sweep removes them; the rest go next run');
         } else if (removed > 0) logger.info({ sweep: name, removed }, 'sweep removed rows past their retention');

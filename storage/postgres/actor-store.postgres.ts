@@ -10,6 +10,7 @@ import {
   type JournalQuery,
   type JournalRecord,
   type StoredActor,
+  StoredActorInconsistentError,
 } from '../actor-store.js';
 
 /**
@@ -101,7 +102,7 @@ export class PostgresActorStore implements ActorStore {
     const tail: JournalRecord[] = [];
     for (const [version, events] of row.segments ?? []) {
       if (version !== row.version + tail.length + 1) {
-        throw new Error(`journal of ${kind}/${key} has a gap before version ${version} (snapshot at ${row.version})`);
+        throw new StoredActorInconsistentError(`journal of ${kind}/${key} has a gap before version ${version} (snapshot at ${row.version})`);
       }
       events.forEach(([at, event], i) => tail.push({ version: version + i, event, at }));
     }

@@ -7,7 +7,7 @@ import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { assertProblem } from '../support/identity.js';
 import { connect, controlToken, controlUrl } from '../support/runtime-socket.js';
-import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -132,6 +132,11 @@ test('an ended session leaves no browser index row, released by its page or idle
   clock.advance(IDLE_S * 1000);
   await waitFor(async () => ((await rows(idled!)) === 0 ? true : undefined), "the idled-out session's row to go");
   assert.is(await rows(live!), 1);
+
+  // The row that stayed is what a logout finds: the live session is revoked by it.
+  assert.is((await logoutBrowser(server.url, ria)).status, 200);
+  const inspected = (await (await fetch(`${server.opsUrl}/actors/runtime-session/${live!.sessionId}`)).json()) as { persisted: { snapshot: { value: string } } };
+  assert.is(inspected.persisted.snapshot.value, 'revoked');
 });
 
 test('holding the lease stops the idle clock; losing it to another session starts it', async () => {

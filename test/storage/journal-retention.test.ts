@@ -4,6 +4,8 @@ import * as assert from 'uvu/assert';
 import type { ActorHost } from '../../actors/actor-host.js';
 import { defineActorKind } from '../../actors/actor-kind.js';
 import { ManualClock } from '../../actors/clock.js';
+import { ActorRestoreError } from '../../actors/errors.js';
+import { StoredActorInconsistentError } from '../../storage/actor-store.js';
 import { JournalRetention, retentionPass } from '../../storage/postgres/journal-retention.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
@@ -274,6 +276,20 @@ test('an old backlog is read a pass\'s worth at a time: a capped pass reads abou
   assert.equal([removed, capped], [2_999 + 9, 6], 'all but the newest of each, 500 a pass');
   const left = await sql<{ key: string; version: number }>`SELECT key, version FROM actor_journal WHERE kind = 'deep' ORDER BY key`.execute(q);
   assert.equal(left.rows.map((r) => `${r.key}@${r.version}`), ['d1@3000', 'd2@10'], 'each keeps its newest segment only');
+});
+
+test('a stored journal with a gap after its snapshot is refused as needing an operator, not retried as an outage', async () => {
+  const q = db.connection.db;
+  await sql`INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot) VALUES ('counter', 'gapped', 3, 1, '{}'::jsonb)`.execute(q);
+  await sql`
+    INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
+    VALUES ('counter', 'gapped', 10, 10, 1, json_build_array(json_build_array(0, json_build_object('type', 'counter.add', 'amount', 1))))`.execute(q);
+  const host = started(new ManualClock(Date.now()));
+  const notRetryable = (error: unknown) =>
+    error instanceof ActorRestoreError && !error.retryable && error.cause instanceof StoredActorInconsistentError;
+  await rejects(() => host.send('counter', 'gapped', add(1)), notRetryable, 'an event');
+  await rejects(() => host.readCommitted('counter', 'gapped'), notRetryable, 'the operator view');
+  await host.drain();
 });
 
 test.run();

@@ -52,7 +52,7 @@ test.after(async () => {
   await db.drop();
 });
 
-test('every sweep statement reads its table through an index, not whole', async () => {
+test("every sweep statement but the Review Host capabilities' reads its table through an index, not whole", async () => {
   const statements = [...accessSweepStatements(Date.now()), ...runtimeGrantSweepStatements(Date.now())];
   for (const [table, statement] of statements) {
     if (table === 'review_host_capabilities') continue;

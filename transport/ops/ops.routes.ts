@@ -157,8 +157,9 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       path: '/actors/{kind}/{key}/journal',
       summary: 'Recent accepted events of one actor, newest first',
       description:
-        'Events the stored snapshot covers are kept ACTOR_JOURNAL_RETENTION_DAYS (default 30) after they were accepted; ' +
-        'the events after the snapshot always stay, since they are part of the state.',
+        'Events the stored snapshot covers are kept ACTOR_JOURNAL_RETENTION_DAYS (default 30; 0 keeps all) after they ' +
+        'were accepted; the events after the snapshot always stay, since they are part of the state, and so do the ' +
+        'newest commit\'s.',
       params: ActorParams,
       query: z.strictObject({
         limit: z.coerce.number().int().min(1).max(500).default(50),
