@@ -145,6 +145,7 @@ export const identityFeature: ServerParts = {
 
     const accessSweep = scheduleSweep('access records', (signal) => sweepAccessRecords(db, clock.now(), signal), {
       intervalMs: 10 * 60_000,
+      firstRunMs: 60_000,
       logger,
       observer: services.metrics.sweeps,
     });

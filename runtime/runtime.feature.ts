@@ -149,6 +149,7 @@ export function runtimeFeature(): ServerParts {
       const backendGrants = new BackendGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId));
       const grantSweep = scheduleSweep('runtime grants', (signal) => sweepEndedRuntimeGrants(storage.db, clock.now(), signal), {
         intervalMs: 10 * 60_000,
+        firstRunMs: 60_000,
         logger: log,
         observer: services.metrics.sweeps,
       });

@@ -94,6 +94,8 @@ export function scheduleSweep(
   sweep: (signal: AbortSignal) => Promise<SweepOutcome>,
   options: {
     readonly intervalMs: number;
+    /** Delay of the first run (default `intervalMs`): a server restarted more often than a long interval still sweeps. */
+    readonly firstRunMs?: number;
     readonly restMs?: number;
     readonly unfinishedIsNormal?: boolean;
     readonly logger: SweepLogger;
@@ -124,7 +126,7 @@ export function scheduleSweep(
       },
     );
   };
-  next(options.intervalMs);
+  next(options.firstRunMs ?? options.intervalMs);
   return {
     stop: async () => {
       stopping.abort();

@@ -136,6 +136,18 @@ test('a sweep that throws instead of rejecting is a failed run, logged, and the 
   assert.ok(warnings.length >= 1 && warnings.every((w) => w.startsWith('sweep failed')), warnings.join('; '));
 });
 
+test('the first run comes after firstRunMs, not a whole interval: a server restarted often still sweeps', async () => {
+  let runs = 0;
+  const schedule = scheduleSweep('first', async () => ({ removed: runs++, done: true }), {
+    intervalMs: 3_600_000,
+    firstRunMs: 5,
+    logger: { info: () => {}, warn: () => {} },
+  });
+  await waitFor(() => (runs >= 1 ? true : undefined), 'the first run, long before an hour');
+  await schedule.stop();
+  assert.is(runs, 1, 'and the next only an interval later');
+});
+
 test('each run is counted in the server metrics: done, unfinished or failed, and the rows it removed', async () => {
   const metrics = createServerMetrics({ liveActors: () => new Map(), httpInFlight: () => 0 });
   const outcomes = [{ removed: 3, done: true }, { removed: 5, done: false }];
