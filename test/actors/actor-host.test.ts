@@ -14,23 +14,17 @@ import {
   UnknownActorKindError,
 } from '../../actors/errors.js';
 import type { CommitEntry } from '../../storage/actor-store.js';
-import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor, interceptCommits, recordingLogger } from '../support/host.js';
+import type { TestDatabase } from '../support/database.js';
+import { hostFor, interceptCommits, recordingLogger, withActorStore } from '../support/host.js';
 import { waitFor } from '../support/wait.js';
 import { rejects } from '../support/assert.js';
 
 let db: TestDatabase;
 let store: PostgresActorStore;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ db, store } = opened));
 
 const add = (amount: number) => ({ type: 'counter.add', amount });
 type CounterContext = { total: number; deadline: number | null; expiredAt: number | null };

@@ -5,6 +5,7 @@ import type { CommitEntry, JournalRecord } from '../../storage/actor-store.js';
 import { migrateTo, migrateToLatest } from '../../storage/migrate.js';
 import { COMMIT_BATCH, PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { withActorStore } from '../support/host.js';
 import { rejects } from '../support/assert.js';
 import { waitFor } from '../support/wait.js';
 
@@ -15,13 +16,7 @@ import { waitFor } from '../support/wait.js';
 let db: TestDatabase;
 let store: PostgresActorStore;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ db, store } = opened));
 
 const says = (pattern: RegExp) => (error: unknown) => error instanceof Error && pattern.test(error.message);
 const at0 = Date.parse('2026-11-22T10:00:00.000Z');

@@ -1,19 +1,12 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { CommitEntry } from '../../storage/actor-store.js';
-import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import { withActorStore } from '../support/host.js';
 
 /** The store's fences: commit ("the journal ends exactly at `baseVersion`") and replaceTimers (snapshot version, epoch). */
-let db: TestDatabase;
 let store: PostgresActorStore;
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ store } = opened));
 
 test('an entry whose base version is ahead of the stored journal is refused, not stored with a gap', async () => {
   const at = Date.now();

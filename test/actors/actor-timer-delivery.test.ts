@@ -4,23 +4,17 @@ import type { HostObserver } from '../../actors/actor-host.js';
 import { ManualClock, systemClock } from '../../actors/clock.js';
 import { InProcessOwnership } from '../../actors/ownership.js';
 import type { ActorStore } from '../../storage/actor-store.js';
-import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor, interceptCommits, recordingLogger } from '../support/host.js';
+import type { TestDatabase } from '../support/database.js';
+import { hostFor, interceptCommits, recordingLogger, withActorStore } from '../support/host.js';
 import { waitFor } from '../support/wait.js';
 
 /** Durable timers under races and load: stored timers follow the committed state (and stale ones are repaired), the poller is never starved, refused deliveries are retried, and ownership forgets what it need not keep. */
 let db: TestDatabase;
 let store: PostgresActorStore;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ db, store } = opened));
 
 const add = (amount: number) => ({ type: 'counter.add', amount });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

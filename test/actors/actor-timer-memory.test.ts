@@ -7,21 +7,13 @@ import * as assert from 'uvu/assert';
 import { assign, setup } from 'xstate';
 import { defineActorKind } from '../../actors/actor-kind.js';
 import { ManualClock } from '../../actors/clock.js';
-import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor } from '../support/host.js';
+import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import { hostFor, withActorStore } from '../support/host.js';
 import { waitFor } from '../support/wait.js';
 
 /** A live actor with a recurring durable timer must not keep one record per timer it ever fired. */
-let db: TestDatabase;
 let store: PostgresActorStore;
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ store } = opened));
 
 const tickerMachine = setup({
   types: { context: {} as { next: number | null; ticks: number }, events: {} as { type: 'start'; at: number } | { type: 'timer.due'; name: string; dueAt: number; at: number } },

@@ -6,23 +6,15 @@ import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media
 import type { MediaRoomEmitted, MediaRoomReply } from '../../machines/media-room/media-room.events.js';
 import type { DeadlineChange } from '../../machines/media-room/media-room.machine.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
-import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { rejects } from '../support/assert.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor } from '../support/host.js';
+import { hostFor, withActorStore } from '../support/host.js';
 import { ENV, meetingPolicy, T0 } from '../support/media-room.js';
 import { waitFor } from '../support/wait.js';
 
-let db: TestDatabase;
 let store: PostgresActorStore;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ store } = opened));
 
 /** These tests send no hosting renewals: the joining node vouches for its connections for an hour. */
 const HOUR = 3_600_000;

@@ -10,8 +10,8 @@ import { JournalRetention, retentionPass } from '../../storage/postgres/journal-
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import { rejects } from '../support/assert.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { hostFor } from '../support/host.js';
+import type { TestDatabase } from '../support/database.js';
+import { hostFor, withActorStore } from '../support/host.js';
 import { planNodes, type PlanNode } from '../support/query-plan.js';
 
 /**
@@ -25,13 +25,7 @@ const kind = defineActorKind({ ...counterKind, policy: { snapshotEvery: 4 } });
 let db: TestDatabase;
 let store: PostgresActorStore;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  store = new PostgresActorStore(db.connection);
-});
-test.after(async () => {
-  await db.drop();
-});
+withActorStore(test, (opened) => ({ db, store } = opened));
 
 const add = (amount: number) => ({ type: 'counter.add', amount });
 const totalOf = (snapshot: unknown): number => (snapshot as { context: { total: number } }).context.total;

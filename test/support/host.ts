@@ -2,7 +2,10 @@ import { ActorHost, type ActorHostOptions, type HostLogger } from '../../actors/
 import type { ActorKind } from '../../actors/actor-kind.js';
 import type { Clock } from '../../actors/clock.js';
 import { InProcessOwnership, type Ownership } from '../../actors/ownership.js';
+import type { Test } from 'uvu';
 import type { ActorStore, CommitEntry, CommitOutcome } from '../../storage/actor-store.js';
+import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
 
 export interface RecordedLog {
   readonly level: 'warn' | 'error' | 'info';
@@ -50,4 +53,19 @@ export function interceptCommits(
     ping: () => inner.ping(),
     commit: (entries) => commit(entries, (e) => inner.commit(e)),
   };
+}
+
+/**
+ * A fresh database and the actor store on it for a whole suite: made before its first test (`opened` hands them to the
+ * suite's variables), dropped after its last.
+ */
+export function withActorStore(suite: Test, opened: (database: { db: TestDatabase; store: PostgresActorStore }) => void): void {
+  let db: TestDatabase | undefined;
+  suite.before(async () => {
+    db = await createTestDatabase();
+    opened({ db, store: new PostgresActorStore(db.connection) });
+  });
+  suite.after(async () => {
+    await db?.drop();
+  });
 }
