@@ -4,7 +4,7 @@ import type { IdempotencyStore } from '../../storage/idempotency-store.js';
 import type { CredentialVerifiers } from '../../transport/http/credentials.js';
 import { HttpGateway, type HttpObserver } from '../../transport/http/gateway.js';
 import type { AnyRoute } from '../../transport/http/route.js';
-import { closeApp, uws } from '../../transport/uws.js';
+import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 
 export interface TestGateway {
   readonly url: string;
@@ -31,10 +31,15 @@ export async function startGateway(options: {
   });
   const app = uws.App();
   gateway.mount(app);
-  const port = await new Promise<number>((resolve, reject) =>
+  const port = await listenOnLoopback(app);
+  return { url: `http://127.0.0.1:${port}`, gateway, close: () => closeApp(app) };
+}
+
+/** Listens `app` on a free loopback port and resolves with it; `closeApp(app)` closes it again. */
+export function listenOnLoopback(app: TemplatedApp): Promise<number> {
+  return new Promise<number>((resolve, reject) =>
     app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws.us_socket_local_port(socket)) : reject(new Error('listen failed')))),
   );
-  return { url: `http://127.0.0.1:${port}`, gateway, close: () => closeApp(app) };
 }
 
 export async function jsonOf(response: Response): Promise<Record<string, unknown>> {

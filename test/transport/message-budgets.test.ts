@@ -4,10 +4,11 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
-import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
+import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 import { ManualClock, systemClock } from '../../actors/clock.js';
 import { RateLimiter } from '../../transport/http/rate-limit.js';
 import { CloseCode, defineWebSocketEndpoint, keyedBudget, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
+import { listenOnLoopback } from '../support/http.js';
 import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
 
 /**
@@ -70,10 +71,7 @@ test('an endpoint that supplies the budget (one per user): a reconnect continues
     logger: pino({ level: 'silent' }),
     newRequestId: () => `req_${randomUUID()}`,
   });
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
-  });
-  const port = uws.us_socket_local_port(listenSocket);
+  const port = await listenOnLoopback(app);
   const open = async (): Promise<{ ws: WebSocket; heard: string[]; closed: Promise<number> }> => {
     for (let attempt = 1; ; attempt++) {
       const ws = new WebSocket(`ws://127.0.0.1:${port}/echo`, ['registry.v1.json']);
@@ -103,8 +101,7 @@ test('an endpoint that supplies the budget (one per user): a reconnect continues
     assert.equal(second.heard, ['b0', 'b1', 'rate_limited'], 'the same user had 5 messages a minute in all, over both connections');
   } finally {
     mounted.shutdown();
-    uws.us_listen_socket_close(listenSocket);
-    (app as TemplatedApp & { close(): void }).close(); // exists at run time, missing from the typings
+    closeApp(app);
   }
 });
 

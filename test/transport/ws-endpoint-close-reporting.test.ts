@@ -4,8 +4,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
-import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
+import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 import { CloseCode, defineWebSocketEndpoint, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
+import { listenOnLoopback } from '../support/http.js';
 import { openUncut } from '../support/uws-upgrade-cut.js';
 import { waitFor } from '../support/wait.js';
 
@@ -22,7 +23,6 @@ const logs: Array<{ level: number; msg: string; connectionId?: string }> = [];
 const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) });
 
 let app: TemplatedApp;
-let listenSocket: us_listen_socket;
 let port = 0;
 const mounted: MountedWebSocketEndpoint[] = [];
 const clients: WebSocket[] = [];
@@ -50,17 +50,13 @@ test.before(async () => {
       observer: { opened: () => undefined, closed: (name, code) => void observed.push({ name, code }) },
     }),
   );
-  listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
-  });
-  port = uws.us_socket_local_port(listenSocket);
+  port = await listenOnLoopback(app);
 });
 
 test.after(() => {
   for (const client of clients) client.terminate();
   for (const endpoint of mounted) endpoint.shutdown();
-  uws.us_listen_socket_close(listenSocket);
-  (app as TemplatedApp & { close(): void }).close();
+  closeApp(app);
 });
 
 const open = (): Promise<{ ws: WebSocket; closed: Promise<number> }> =>

@@ -7,7 +7,7 @@ import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
 import { HttpError } from '../../transport/http/errors.js';
-import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
+import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 import {
   CloseCode,
   defineWebSocketEndpoint,
@@ -15,6 +15,7 @@ import {
   type MountedWebSocketEndpoint,
   type WebSocketEndpointDefinition,
 } from '../../transport/ws/endpoint.js';
+import { listenOnLoopback } from '../support/http.js';
 import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
 import { waitFor } from '../support/wait.js';
 
@@ -108,7 +109,6 @@ function endpoint(
 }
 
 let app: TemplatedApp;
-let listenSocket: us_listen_socket;
 let port = 0;
 const mounted: MountedWebSocketEndpoint[] = [];
 const clients: WebSocket[] = [];
@@ -151,17 +151,13 @@ test.before(async () => {
     });
     mounted.push(mountWebSocketEndpoint(app, failing, deps));
   }
-  listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
-  });
-  port = uws.us_socket_local_port(listenSocket);
+  port = await listenOnLoopback(app);
 });
 
 test.after(() => {
   for (const client of clients) client.terminate();
   for (const endpoint of mounted) endpoint.shutdown();
-  uws.us_listen_socket_close(listenSocket);
-  (app as TemplatedApp & { close(): void }).close(); // exists at run time, missing from the typings
+  closeApp(app);
 });
 
 // --- client helpers -----------------------------------------------------------------------------------------------

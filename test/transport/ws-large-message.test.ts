@@ -4,8 +4,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
-import { uws, type TemplatedApp, type us_listen_socket } from '../../transport/uws.js';
+import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 import { CloseCode, defineWebSocketEndpoint, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
+import { listenOnLoopback } from '../support/http.js';
 import { openUncut } from '../support/uws-upgrade-cut.js';
 
 /**
@@ -21,7 +22,6 @@ const LARGE = 16 * 1024 * 1024;
 type Out = { type: 'blob'; text: string };
 const closes: number[] = [];
 let app: TemplatedApp;
-let listenSocket: us_listen_socket;
 let port = 0;
 let mounted: MountedWebSocketEndpoint;
 const clients: WebSocket[] = [];
@@ -43,18 +43,14 @@ test.before(async () => {
     onClose: (_conn, code) => void closes.push(code),
   });
   mounted = mountWebSocketEndpoint(app, endpoint, { logger: pino({ level: 'silent' }), newRequestId: () => `req_${randomUUID()}` });
-  listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed'))));
-  });
-  port = uws.us_socket_local_port(listenSocket);
+  port = await listenOnLoopback(app);
 });
 
 test.after(() => {
   if (!mounted) return;
   for (const client of clients) client.terminate();
   mounted.shutdown();
-  uws.us_listen_socket_close(listenSocket);
-  (app as TemplatedApp & { close(): void }).close();
+  closeApp(app);
 });
 
 const open = (): Promise<{ ws: WebSocket; closed: Promise<number> }> =>

@@ -11,6 +11,7 @@ import { HttpError } from '../../transport/http/errors.js';
 import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 import { defineWebSocketEndpoint, mountWebSocketEndpoint } from '../../transport/ws/endpoint.js';
 import { createTestDatabase } from '../support/database.js';
+import { listenOnLoopback } from '../support/http.js';
 
 /**
  * How refused WebSocket upgrades are logged: a client's refusal (4xx) is not worth a line at the default level, or a
@@ -68,9 +69,7 @@ test('a 4xx upgrade refusal is logged at debug, a 5xx one at warn with its cause
   const deps = { logger, newRequestId: () => `req_${randomUUID()}` };
   mountWebSocketEndpoint(app, refusing('/stranger', new HttpError(401, 'token_invalid', 'a valid token is required')), deps);
   mountWebSocketEndpoint(app, refusing('/outage', new HttpError(503, 'storage_unavailable', 'storage is down')), deps);
-  const port = await new Promise<number>((resolve, reject) =>
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws.us_socket_local_port(socket)) : reject(new Error('listen failed')))),
-  );
+  const port = await listenOnLoopback(app);
   try {
     assert.is(await refusedStatus(`ws://127.0.0.1:${port}/stranger`, ['registry.v1.json']), 401);
     assert.is(await refusedStatus(`ws://127.0.0.1:${port}/outage`, ['registry.v1.json']), 503);
