@@ -11,23 +11,13 @@ export interface SweepOutcome {
 export const SWEEP_BATCH = 5_000;
 
 /**
- * Repeats `pass` (one statement removing at most `limit` due rows, returning how many it removed) until a pass
- * removes fewer than `limit`, or `budgetMs` has gone by. A single bounded pass per run would remove a fixed number
- * of rows per interval, whatever the rate they fall due at: above it the backlog grows without end.
- */
-export function sweepUntilDone(
-  pass: (limit: number) => Promise<number>,
-  options: { readonly limit?: number; readonly budgetMs: number; readonly signal?: AbortSignal },
-): Promise<SweepOutcome> {
-  return sweepInTurn([pass], options);
-}
-
-/**
- * Sweeps several tables within one `budgetMs`, a pass of each in turn, round after round, until each has a pass that
- * removed fewer than `limit` rows, or `signal` aborts (checked between statements). In turns rather than one table
- * after the other: a table whose rows fall due faster than they go must not starve the others. Within a round the
- * passes run in the order given, so a later one may remove what an earlier one's removals released (a grant once its
- * tokens are gone).
+ * Sweeps tables within one `budgetMs`, a pass of each in turn (one statement removing at most `limit` due rows and
+ * returning how many it removed), round after round, until each has a pass that removed fewer than `limit` rows, or
+ * `signal` aborts (checked between statements). Round after round: a single bounded pass per run would remove a fixed
+ * number of rows per interval, whatever the rate they fall due at, and above it the backlog would grow without end.
+ * In turns rather than one table after the other: a table whose rows fall due faster than they go must not starve
+ * the others. Within a round the passes run in the order given, so a later one may remove what an earlier one's
+ * removals released (a grant once its tokens are gone).
  */
 export async function sweepInTurn(
   passes: ReadonlyArray<(limit: number) => Promise<number>>,

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import type { IdempotencyClaim, IdempotencyStore, StoredResult } from '../idempotency-store.js';
-import { sweepUntilDone, type SweepOutcome } from '../sweep.js';
+import { sweepStatements, type SweepOutcome } from '../sweep.js';
 
 /** One sweep's time budget: well inside the minute between sweeps, so runs never overlap. */
 const SWEEP_BUDGET_MS = 20_000;
@@ -80,11 +80,9 @@ export class PostgresIdempotencyStore implements IdempotencyStore {
   }
 
   sweep(signal?: AbortSignal): Promise<SweepOutcome> {
-    return sweepUntilDone(async (limit) => {
-      const result = await sql`
-        DELETE FROM idempotency_records
-         WHERE ctid IN (SELECT ctid FROM idempotency_records WHERE expires_at < now() LIMIT ${limit})`.execute(this.#db);
-      return Number(result.numAffectedRows ?? 0);
-    }, { budgetMs: SWEEP_BUDGET_MS, ...(signal ? { signal } : {}) });
+    const expired = (limit: number) => sql`
+      DELETE FROM idempotency_records
+       WHERE ctid IN (SELECT ctid FROM idempotency_records WHERE expires_at < now() LIMIT ${limit})`;
+    return sweepStatements(this.#db, [['idempotency_records', expired]], { budgetMs: SWEEP_BUDGET_MS, signal });
   }
 }
