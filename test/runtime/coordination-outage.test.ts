@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -157,6 +157,28 @@ async function assertNothingChanged(lease: { leaseId: string; leaseVersion: numb
   assert.is((await jsonOf(await introspect(issued.grant))).active, true);
 }
 
+/**
+ * The pids of `pid`'s children that have not exited (a zombie has: nobody may reap children reparented to a container's
+ * pid 1). Read from /proc, which is where the test runs (Linux).
+ */
+async function liveChildrenOf(pid: number): Promise<number[]> {
+  const children: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => undefined);
+    if (stat === undefined) continue;
+    // The command name in parentheses may hold spaces and parentheses; state and ppid follow the last ')'.
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(ppid) === pid && state !== 'Z') children.push(Number(entry));
+  }
+  return children;
+}
+
+async function exited(pid: number): Promise<boolean> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  return stat === undefined || stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+}
+
 /** Starts Postgres again on the same directory and port, retrying while the old cluster still holds either. */
 async function restartPostgres(timeoutMs: number): Promise<RunningPostgres> {
   const deadline = Date.now() + timeoutMs;
@@ -251,8 +273,13 @@ test('Postgres stopped: every Runtime call answers 503 runtime_coordination_unav
 test('the postmaster killed: still 503 runtime_coordination_unavailable; after crash recovery the server serves again', async () => {
   const lease = active.lease!;
   const pid = Number((await readFile(path.join(pgDir, 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const cluster = [pid, ...(await liveChildrenOf(pid))];
+  assert.ok(cluster.length > 1, 'the postmaster has no backends to outlive it');
   process.kill(pid, 'SIGKILL');
   try {
+    // A backend serves its connection until it notices the postmaster is gone (asynchronously, a few ms later), and a
+    // commit it makes meanwhile is durable: Postgres is gone once its processes are, which is when the server must refuse.
+    await waitFor(async () => (await Promise.all(cluster.map(exited))).every(Boolean), 'the killed cluster\'s backends to exit', 10_000);
     await assertAllUnavailable();
   } finally {
     // The killed postmaster's backends exit when they notice it is gone; until then a new one refuses the directory.
