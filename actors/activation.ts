@@ -307,7 +307,8 @@ export class Activation implements CommitParticipant {
     this.#version = baseVersion + 1;
     this.#snapshot = next;
     this.#timersNow = timers;
-    const withSnapshot = this.#snapshotDue(timers);
+    // An end is stored with the snapshot that shows it: retirement finds ended actors by the snapshot row alone.
+    const withSnapshot = this.#snapshotDue(timers) || this.#endedAt(next) !== this.#endedAt(current);
     if (withSnapshot) {
       // What the store will hold once this write commits (a failed commit stops the activation): the next write
       // compares its timers with these, not with an older committed snapshot's, so a change made while this one is
@@ -343,11 +344,17 @@ export class Activation implements CommitParticipant {
   }
 
   snapshotForCommit(): SnapshotWrite {
-    return {
+    const write = {
       version: this.#version,
       snapshot: this.#definition.machine.getPersistedSnapshot(this.#snapshot!),
       timers: this.#timersNow,
     };
+    const endedAt = this.#endedAt(this.#snapshot!);
+    return endedAt === null ? write : { ...write, endedAt };
+  }
+
+  #endedAt(snapshot: AnyMachineSnapshot): number | null {
+    return this.#definition.endedAt?.(snapshot as never) ?? null;
   }
 
   #transition(current: AnyMachineSnapshot, event: EventObject): [AnyMachineSnapshot, ExecutableAction[]] {

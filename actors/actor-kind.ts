@@ -20,6 +20,13 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
    * redacts cannot be rebuilt by replaying its journal, so the host stores its snapshot with every event.
    */
   readonly journalView?: (event: EventObject) => unknown;
+  /**
+   * When this snapshot's actor ended its life (ms), or null while it lives. The write that changes it stores the
+   * snapshot with it, and an ended actor is removed, snapshot and journal, ACTOR_ENDED_RETENTION_DAYS after its end
+   * (storage/postgres/actor-retirement.ts): afterwards it loads as never written. So only a kind whose ended actors
+   * nobody addresses again (ids nobody reuses, ends that are final) declares it.
+   */
+  readonly endedAt?: (snapshot: SnapshotFrom<TMachine>) => number | null;
   readonly policy?: Partial<ActorPolicy>;
 }
 

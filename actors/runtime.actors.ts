@@ -30,6 +30,8 @@ export function runtimeKinds(leaseEnded: (ended: LeaseEnded) => void, idleExpire
     key: { pattern: idPattern('rts'), describe: 'runtime session id: rts_ + 26 base32 characters' },
     input: (key: string) => ({ sessionId: key }),
     timers: (snapshot) => runtimeSessionTimers(snapshot.context),
+    // Released and revoked are final (nothing leaves them) and session ids are never issued twice.
+    endedAt: (snapshot) => snapshot.context.endedAt,
   });
   const lease = defineActorKind({
     name: RUNTIME_LEASE_KIND,

@@ -30,6 +30,7 @@ const EnvSchema = z.object({
   COMMIT_MAX_BATCH: positive.default(4_000),
   IDEMPOTENCY_RETENTION_SECONDS: positive.default(24 * 3600),
   ACTOR_JOURNAL_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
+  ACTOR_ENDED_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
   RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
   RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
@@ -64,6 +65,8 @@ export interface Config {
   readonly idempotencyRetentionSeconds: number;
   /** Journal segments covered by their actor's snapshot are removed this many days after their events; 0 keeps all. */
   readonly actorJournalRetentionDays: number;
+  /** Ended actors (released or revoked Runtime sessions) are removed this many days after their end; 0 keeps them. */
+  readonly actorEndedRetentionDays: number;
   readonly shutdownTimeoutMs: number;
   /** A Runtime lease lapses this long after its last renewal. */
   readonly runtimeLeaseTtlSeconds: number;
@@ -123,6 +126,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     commitMaxBatch: e.COMMIT_MAX_BATCH,
     idempotencyRetentionSeconds: e.IDEMPOTENCY_RETENTION_SECONDS,
     actorJournalRetentionDays: e.ACTOR_JOURNAL_RETENTION_DAYS,
+    actorEndedRetentionDays: e.ACTOR_ENDED_RETENTION_DAYS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
     runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,

@@ -12,6 +12,7 @@ import { migrateDatabase } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
+import { ActorRetirement } from '../storage/postgres/actor-retirement.js';
 import { JournalRetention } from '../storage/postgres/journal-retention.js';
 import { scheduleSweep } from '../storage/sweep.js';
 import type { CredentialVerifiers } from '../transport/http/credentials.js';
@@ -201,6 +202,17 @@ export async function startServer(
         observer: metrics.sweeps,
       });
       cleanups.push(() => journalSweep.stop());
+    }
+    if (config.actorEndedRetentionDays > 0) {
+      const retirement = new ActorRetirement(storage.db);
+      const retentionMs = config.actorEndedRetentionDays * 24 * 3600_000;
+      const retirementSweep = scheduleSweep('ended actors', (signal) => retirement.sweep(clock.now() - retentionMs, 10_000, signal), {
+        intervalMs: 600_000,
+        firstRunMs: 60_000,
+        logger,
+        observer: metrics.sweeps,
+      });
+      cleanups.push(() => retirementSweep.stop());
     }
 
     const built = (await parts.build?.(services)) ?? {};

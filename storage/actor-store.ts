@@ -54,6 +54,8 @@ export interface SnapshotWrite {
   readonly version: number;
   readonly snapshot: unknown;
   readonly timers: Readonly<Record<string, number>>;
+  /** When the actor ended (ms, the kind's `endedAt`); absent while it lives or when its kind has no end. */
+  readonly endedAt?: number;
 }
 
 export interface CommitEntry {

@@ -59,6 +59,8 @@ export interface ActorSnapshotTable {
   timers: Json<Record<string, number>>;
   /** Earliest due time among `timers`, indexed so the timer poller finds due actors without scanning. */
   next_due_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
+  /** When the actor ended (its kind's `endedAt`), for retirement; null while it lives. */
+  ended_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
   updated_at: Timestamp;
 }
 

@@ -20,6 +20,7 @@ import * as codeAuthTimeWhenAsked0015 from './migrations/0015-code-auth-time-whe
 import * as idempotencyClaimTokens0016 from './migrations/0016-idempotency-claim-tokens.js';
 import * as journalRetention0017 from './migrations/0017-journal-retention.js';
 import * as sweepIndexes0018 from './migrations/0018-sweep-indexes.js';
+import * as endedActors0019 from './migrations/0019-ended-actors.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -44,6 +45,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0016-idempotency-claim-tokens': idempotencyClaimTokens0016,
   '0017-journal-retention': journalRetention0017,
   '0018-sweep-indexes': sweepIndexes0018,
+  '0019-ended-actors': endedActors0019,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -24,7 +24,7 @@ interface EntryInput {
   base: number;
   epoch: number;
   journal: Array<[number, unknown]>;
-  snap?: { version: number; state: unknown; timers: Readonly<Record<string, number>>; nextDueAt: string | null };
+  snap?: { version: number; state: unknown; timers: Readonly<Record<string, number>>; nextDueAt: string | null; endedAt?: string };
 }
 
 /**
@@ -51,13 +51,13 @@ WITH checked AS (
     FROM ROWS FROM (json_to_recordset($1::json) AS (kind text, key text, base int8, epoch int8, journal json, snap json))
          WITH ORDINALITY AS i(kind, key, base, epoch, journal, snap, n)
 ), snapshots AS (
-  INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at)
+  INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at, ended_at)
   SELECT kind, key, (snap->>'version')::int8, epoch, (snap->'state')::jsonb, (snap->'timers')::jsonb,
-         (snap->>'nextDueAt')::timestamptz
+         (snap->>'nextDueAt')::timestamptz, (snap->>'endedAt')::timestamptz
     FROM checked WHERE ok AND snap IS NOT NULL
   ON CONFLICT (kind, key) DO UPDATE
      SET version = excluded.version, epoch = excluded.epoch, snapshot = excluded.snapshot, timers = excluded.timers,
-         next_due_at = excluded.next_due_at, updated_at = now()
+         next_due_at = excluded.next_due_at, ended_at = excluded.ended_at, updated_at = now()
    WHERE actor_snapshots.epoch <= excluded.epoch AND actor_snapshots.version < excluded.version
 ), journal AS (
   INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
@@ -144,6 +144,7 @@ export class PostgresActorStore implements ActorStore {
           state: entry.snapshot.snapshot,
           timers: entry.snapshot.timers,
           nextDueAt: earliest(entry.snapshot.timers),
+          ...(entry.snapshot.endedAt === undefined ? {} : { endedAt: new Date(entry.snapshot.endedAt).toISOString() }),
         };
       }
       input.push(out);

@@ -14,7 +14,7 @@ const MIGRATIONS = [
   '0007-plugin-configuration', '0008-plugin-grants', '0009-unused-codes-by-browser', '0010-codes-by-browser',
   '0011-journal-segments', '0012-device-assertion-uses', '0013-assertion-use-batches', '0014-environments-by-origin',
   '0015-code-auth-time-when-asked', '0016-idempotency-claim-tokens', '0017-journal-retention',
-  '0018-sweep-indexes',
+  '0018-sweep-indexes', '0019-ended-actors',
 ];
 
 /** Tables, columns, constraints, indexes, triggers and functions of `public`, one line each (kysely's own excluded). */
@@ -69,6 +69,25 @@ test('every down migration restores the schema its up found, with rows in the ta
       assert.equal(await schemaOf(pool), before.get(MIGRATIONS[i]!), `down of ${MIGRATIONS[i]}`);
     }
     assert.equal(await migrateToLatest(kdb), MIGRATIONS.slice(1));
+  }));
+
+test('0019 gives Runtime sessions whose stored snapshot shows their end that end, and nothing else one', () =>
+  withDatabase(async (db) => {
+    const { db: kdb } = db.connection;
+    await migrateTo(kdb, '0018-sweep-indexes');
+    const ended = Date.parse('2026-01-02T03:04:05.678Z');
+    await sql`
+      INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers) VALUES
+        ('runtime-session', 'ended', 3, 1, ${JSON.stringify({ value: 'released', context: { endedAt: ended } })}::jsonb, '{}'),
+        ('runtime-session', 'live', 2, 1, ${JSON.stringify({ value: 'active', context: { endedAt: null } })}::jsonb, '{}'),
+        ('media-room', 'room', 2, 1, ${JSON.stringify({ value: 'open', context: { endedAt: ended } })}::jsonb, '{}')`.execute(kdb);
+    await migrateTo(kdb, '0019-ended-actors');
+    const rows = await kdb.selectFrom('actor_snapshots').select(['key', 'ended_at']).orderBy('key').execute();
+    assert.equal(rows, [
+      { key: 'ended', ended_at: new Date(ended) },
+      { key: 'live', ended_at: null },
+      { key: 'room', ended_at: null },
+    ]);
   }));
 
 test('four servers migrating a fresh database at once: one applies every migration, none fails', () =>

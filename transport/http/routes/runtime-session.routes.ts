@@ -103,9 +103,12 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'revoked ones do not). Over it: 429 `runtime_session_quota_exceeded` with `Retry-After` (seconds until the ' +
         'soonest idle session is released), decided in the person\'s lease actor so racing creations cannot pass ' +
         'together. Release sessions that are no longer needed.\n\n' +
-        '**Creation rate.** Released sessions keep their records, so creating is also limited per person (the ' +
-        'account, across Environments): 60 a minute, in bursts of up to 60, per gateway node. Over it: 429 ' +
-        '`rate_limited` with `Retry-After`, before anything is read or written.\n\n' +
+        '**Creation rate.** Released sessions keep their records for `ACTOR_ENDED_RETENTION_DAYS` (default 30), so ' +
+        'creating is also limited per person (the account, across Environments): 60 a minute, in bursts of up to 60, ' +
+        'per gateway node. Over it: 429 `rate_limited` with `Retry-After`, before anything is read or written.\n\n' +
+        '**Retention.** An ended session (released, revoked, idled out) answers 409 `runtime_session_ended` until ' +
+        '`ACTOR_ENDED_RETENTION_DAYS` after its end; then its records are removed and it answers 404 ' +
+        '`runtime_session_not_found`, as an unknown session does.\n\n' +
         '**Idle release.** A session that does not hold the lease (standby, or superseded) is released by the platform ' +
         '`RUNTIME_SESSION_IDLE_SECONDS` (default 1800) after it was created or lost the lease, unless it is activated ' +
         'first (a durable deadline: restarts do not reset it). It then answers like a released session (409 ' +

@@ -1,0 +1,38 @@
+import { sql, type Kysely } from 'kysely';
+import { guardJournal, RETENTION_MAY_DELETE } from './0017-journal-retention.js';
+
+/** Retirement may delete any segment of an actor whose snapshot row records an end. */
+const RETIREMENT_MAY_DELETE = `
+      IF TG_OP = 'DELETE' AND current_setting('registry.actor_retirement', true) = 'on'
+         AND (SELECT s.ended_at FROM actor_snapshots s WHERE s.kind = OLD.kind AND s.key = OLD.key) IS NOT NULL THEN
+        RETURN OLD;
+      END IF;`;
+
+/**
+ * Ended actors (a released or revoked Runtime session) are removed a retention period after their end
+ * (storage/postgres/actor-retirement.ts), found by `ended_at`, which the commit that ends an actor stores with its
+ * snapshot. The partial index holds only ended actors; an operator may build it first without blocking (`CREATE
+ * INDEX CONCURRENTLY actor_snapshots_ended ON actor_snapshots (ended_at) WHERE ended_at IS NOT NULL`).
+ *
+ * Runtime sessions that ended before this migration are given `ended_at` from their stored snapshot where it shows the
+ * end (the context's `endedAt`). One whose end is only in the journal after its snapshot keeps none and stays: this
+ * migration cannot replay machines.
+ *
+ * The journal's guard (0017) gains a second sanctioned delete: inside a transaction that says so
+ * (`registry.actor_retirement`), any segment of an actor whose snapshot row records an end. Retirement deletes the
+ * journal first and the snapshot row after, so the guard always finds the row it checks.
+ */
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`ALTER TABLE actor_snapshots ADD COLUMN ended_at timestamptz`.execute(db);
+  await sql`CREATE INDEX IF NOT EXISTS actor_snapshots_ended ON actor_snapshots (ended_at) WHERE ended_at IS NOT NULL`.execute(db);
+  await sql`
+    UPDATE actor_snapshots SET ended_at = to_timestamp((snapshot->'context'->>'endedAt')::float8 / 1000)
+     WHERE kind = 'runtime-session' AND jsonb_typeof(snapshot->'context'->'endedAt') = 'number'`.execute(db);
+  await guardJournal(db, [RETENTION_MAY_DELETE, RETIREMENT_MAY_DELETE]);
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await guardJournal(db, [RETENTION_MAY_DELETE]);
+  await sql`DROP INDEX IF EXISTS actor_snapshots_ended`.execute(db);
+  await sql`ALTER TABLE actor_snapshots DROP COLUMN ended_at`.execute(db);
+}

@@ -1,0 +1,66 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../database.js';
+import { sweepInTurn, type SweepOutcome } from '../sweep.js';
+
+/**
+ * Ended actors one retirement pass removes at most. Counted in actors, not rows: an actor takes all of its journal
+ * with it, a handful of segments once journal retention has passed it, its whole history when that is off.
+ */
+const ACTORS_PER_PASS = 500;
+
+/**
+ * The first statement of a pass: locks up to `limit` actors that ended before `before` (oldest end first, found by the
+ * partial index of migration 0019) and removes their journal, returning the actors. SKIP LOCKED: two nodes sweeping at
+ * once take different actors instead of queueing behind each other. Exported for the test that pins its plan.
+ */
+export function retireJournals(before: Date, limit: number) {
+  return sql<{ kind: string; key: string }>`
+    WITH due AS MATERIALIZED (
+      SELECT kind, key FROM actor_snapshots WHERE ended_at < ${before} ORDER BY ended_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+    ), journal AS (
+      DELETE FROM actor_journal j USING due WHERE j.kind = due.kind AND j.key = due.key
+    )
+    SELECT kind, key FROM due`;
+}
+
+/**
+ * Removes actors that ended (their kind's `endedAt`, stored with the snapshot by the commit that ended them) more than
+ * a retention period ago: journal and snapshot row, so their storage does not grow with every Runtime session ever
+ * opened. A retired actor loads as never written (a session read answers 404), and the operator's inspection no longer
+ * finds it.
+ *
+ * Safe against a node that still holds the actor in memory: an ended actor does not change, and should it write, the
+ * commit fence finds the journal's end at 0, not at the activation's version, and refuses it (the activation stops).
+ *
+ * Journal first, then the snapshot rows, in one transaction: the journal's guard (migration 0019) allows these deletes
+ * only for actors whose snapshot row records an end, and checks that row itself.
+ */
+export class ActorRetirement {
+  readonly #db: Kysely<Database>;
+  readonly #actorsPerPass: number;
+
+  constructor(db: Kysely<Database>, options: { actorsPerPass?: number } = {}) {
+    this.#db = db;
+    this.#actorsPerPass = options.actorsPerPass ?? ACTORS_PER_PASS;
+  }
+
+  /** Retires actors that ended before `before` (ms), pass after pass for at most `budgetMs` or until `signal` aborts. */
+  sweep(before: number, budgetMs: number, signal?: AbortSignal): Promise<SweepOutcome> {
+    return sweepInTurn([(limit) => this.pass(before, limit)], { limit: this.#actorsPerPass, budgetMs, ...(signal ? { signal } : {}) });
+  }
+
+  /** One pass: at most `limit` actors that ended before `before` (ms). Answers how many were retired. */
+  async pass(before: number, limit = this.#actorsPerPass): Promise<number> {
+    return this.#db.transaction().execute(async (trx) => {
+      await sql`SELECT set_config('registry.actor_retirement', 'on', true)`.execute(trx);
+      const { rows } = await retireJournals(new Date(before), limit).execute(trx);
+      if (rows.length === 0) return 0;
+      // The rows are locked by this transaction since the first statement: nothing has changed them since.
+      const removed = await sql`
+        DELETE FROM actor_snapshots s
+         USING json_to_recordset(${JSON.stringify(rows)}::json) AS r(kind text, key text)
+         WHERE s.kind = r.kind AND s.key = r.key`.execute(trx);
+      return Number(removed.numAffectedRows ?? 0);
+    });
+  }
+}
