@@ -307,8 +307,10 @@ export class Activation implements CommitParticipant {
     this.#version = baseVersion + 1;
     this.#snapshot = next;
     this.#timersNow = timers;
-    // An end is stored with the snapshot that shows it: retirement finds ended actors by the snapshot row alone.
-    const withSnapshot = this.#snapshotDue(timers) || this.#endedAt(next) !== this.#endedAt(current);
+    // Every write that ends, undoes or follows an end stores the snapshot with it: retirement finds ended actors by the
+    // snapshot row alone, and a write to the row (which retirement locks) orders this commit with a retirement under
+    // way, so it can never leave a journal segment behind an actor retired beneath it.
+    const withSnapshot = this.#snapshotDue(timers) || this.#endedAt(next) !== null || this.#endedAt(current) !== null;
     if (withSnapshot) {
       // What the store will hold once this write commits (a failed commit stops the activation): the next write
       // compares its timers with these, not with an older committed snapshot's, so a change made while this one is

@@ -21,10 +21,10 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
    */
   readonly journalView?: (event: EventObject) => unknown;
   /**
-   * When this snapshot's actor ended its life (ms), or null while it lives. The write that changes it stores the
-   * snapshot with it, and an ended actor is removed, snapshot and journal, ACTOR_ENDED_RETENTION_DAYS after its end
-   * (storage/postgres/actor-retirement.ts): afterwards it loads as never written. So only a kind whose ended actors
-   * nobody addresses again (ids nobody reuses, ends that are final) declares it.
+   * When this snapshot's actor ended its life (ms), or null while it lives. Every write that ends, undoes or follows an
+   * end stores the snapshot with it, and an actor still ended ACTOR_ENDED_RETENTION_DAYS after its end is removed,
+   * snapshot and journal (storage/postgres/actor-retirement.ts): afterwards it loads as never written. So a kind
+   * declares it only where a never-written actor may stand for an ended one (an id nobody reuses; an empty room).
    */
   readonly endedAt?: (snapshot: SnapshotFrom<TMachine>) => number | null;
   readonly policy?: Partial<ActorPolicy>;

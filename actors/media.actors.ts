@@ -31,5 +31,7 @@ export function mediaRoomKind(changedByDeadline: (change: DeadlineChange) => voi
     key: { pattern: MEDIA_ROOM_KEY, describe: 'the environment id, a dot, and the context scope' },
     input: (key: string) => ({ roomId: key, scope: key.slice(key.indexOf('.') + 1) }),
     timers: (snapshot) => mediaRoomTimers(snapshot.context),
+    // An empty room's end; undone when someone joins. Retiring it loses nothing the next open does not set again.
+    endedAt: (snapshot) => snapshot.context.emptySince ?? null,
   });
 }

@@ -1,7 +1,7 @@
 import { enqueueActions, setup } from 'xstate';
 import type { MediaRoomEmitted, MediaRoomEvent, RoomChange } from './media-room.events.js';
 import { deadlinePassed, decide } from './media-room.rules.js';
-import { emptyRoom, type MediaRoomContext, type MediaRoomInput } from './media-room.state.js';
+import { emptyRoom, withEmptiness, type MediaRoomContext, type MediaRoomInput } from './media-room.state.js';
 
 /**
  * One media room (a configured space or a direct call of an Environment), keyed `<environmentId>.<scope>`: the
@@ -9,7 +9,8 @@ import { emptyRoom, type MediaRoomContext, type MediaRoomInput } from './media-r
  * The media itself (mediasoup) follows what this machine decides; see README.md beside this file for every rule.
  *
  * States: `unopened` (only `room.open` is accepted) → `open` (every request; deadlines run). The room never closes:
- * an empty room costs only its snapshot, and the next `room.open` of an empty room may bring a new policy.
+ * an empty room costs only its snapshot, the next `room.open` of an empty room may bring a new policy, and a room
+ * empty for the retention period is retired (`emptySince`), to be opened afresh when someone comes back.
  */
 export interface DeadlineChange {
   readonly roomId: string;
@@ -46,7 +47,7 @@ export const mediaRoomMachine = setup({
         const outcome = event.type === 'timer.due' ? deadlinePassed(context, event) : null;
         if (!outcome) return;
         const { revision } = outcome.context;
-        enqueue.assign(outcome.context);
+        enqueue.assign(withEmptiness(context, outcome.context, event.at));
         enqueue.emit({ type: 'room.changed', revision, changes: outcome.changes });
         enqueue({ type: 'changedByDeadline', params: { roomId: context.roomId, revision, changes: outcome.changes } });
       }),
@@ -61,7 +62,7 @@ export const mediaRoomMachine = setup({
         }
         const { revision } = decision.context;
         // The context also moves without a change members see (a hosting renewal).
-        if (decision.context !== context) enqueue.assign(decision.context);
+        if (decision.context !== context) enqueue.assign(withEmptiness(context, decision.context, event.at));
         enqueue.emit({ type: 'room.reply', revision, ...decision.reply });
         if (decision.changes.length > 0) enqueue.emit({ type: 'room.changed', revision, changes: decision.changes });
       }),

@@ -56,6 +56,13 @@ export interface MediaRoomContext {
    * never renewed) they are dropped and their grace runs. Absent in rooms stored before it existed: read as null.
    */
   readonly hostedUntil?: number | null;
+  /**
+   * Since when nobody is in the room (ms); null while anyone is. The room's end for the actor host: a room empty for
+   * ACTOR_ENDED_RETENTION_DAYS is retired, and its next `room.open` starts it afresh (revision 0), which an empty room
+   * differs from only by its revision and policy, both of which the next open sets. Absent in rooms stored before it
+   * existed: their emptiness counts from their next change.
+   */
+  readonly emptySince?: number | null;
 }
 
 export interface MediaRoomInput {
@@ -73,7 +80,13 @@ export const graceTimer = (memberId: string): string => `grace:${memberId}`;
 export const offerTimer = (memberId: string): string => `offer:${memberId}`;
 
 export function emptyRoom(input: MediaRoomInput): MediaRoomContext {
-  return { roomId: input.roomId, scope: input.scope, policy: null, members: [], hands: [], offers: [], screen: null, revision: 0, hostedUntil: null };
+  return { roomId: input.roomId, scope: input.scope, policy: null, members: [], hands: [], offers: [], screen: null, revision: 0, hostedUntil: null, emptySince: null };
+}
+
+/** `next` with its `emptySince` carried on from `previous`, set when it became empty at `at`, or cleared. */
+export function withEmptiness(previous: MediaRoomContext, next: MediaRoomContext, at: number): MediaRoomContext {
+  const emptySince = next.members.length > 0 ? null : previous.members.length === 0 ? (previous.emptySince ?? at) : at;
+  return (next.emptySince ?? null) === emptySince ? next : { ...next, emptySince };
 }
 
 /** The room's durable deadlines, for the actor kind's `timers`. */

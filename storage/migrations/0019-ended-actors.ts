@@ -14,9 +14,11 @@ const RETIREMENT_MAY_DELETE = `
  * snapshot. The partial index holds only ended actors; an operator may build it first without blocking (`CREATE
  * INDEX CONCURRENTLY actor_snapshots_ended ON actor_snapshots (ended_at) WHERE ended_at IS NOT NULL`).
  *
- * Runtime sessions that ended before this migration are given `ended_at` from their stored snapshot where it shows the
- * end (the context's `endedAt`). One whose end is only in the journal after its snapshot keeps none and stays: this
- * migration cannot replay machines.
+ * Runtime sessions that ended before this migration are given `ended_at`: from their stored snapshot where it shows
+ * the end (the context's `endedAt`), otherwise from the first ending event in the journal after it. Before this
+ * migration the write that ended a session stored no snapshot unless one was due anyway, and the journal holds only
+ * events that changed the session, so a journaled release, revocation or timer (the idle deadline, its only timer)
+ * after the snapshot is its end. Media rooms get none: emptiness counts from their next change.
  *
  * The journal's guard (0017) gains a second sanctioned delete: inside a transaction that says so
  * (`registry.actor_retirement`), any segment of an actor whose snapshot row records an end. Retirement deletes the
@@ -28,6 +30,16 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     UPDATE actor_snapshots SET ended_at = to_timestamp((snapshot->'context'->>'endedAt')::float8 / 1000)
      WHERE kind = 'runtime-session' AND jsonb_typeof(snapshot->'context'->'endedAt') = 'number'`.execute(db);
+  await sql`
+    UPDATE actor_snapshots s SET ended_at = e.ended_at
+      FROM (SELECT j.kind, j.key, to_timestamp(min((x.pair->>0)::float8) / 1000) AS ended_at
+              FROM actor_snapshots t
+              JOIN actor_journal j ON j.kind = t.kind AND j.key = t.key AND j.version > t.version
+              CROSS JOIN LATERAL json_array_elements(j.events) AS x(pair)
+             WHERE t.kind = 'runtime-session' AND t.ended_at IS NULL
+               AND x.pair->1->>'type' IN ('session.release', 'session.revoke', 'timer.due')
+             GROUP BY j.kind, j.key) e
+     WHERE s.kind = e.kind AND s.key = e.key`.execute(db);
   await guardJournal(db, [RETENTION_MAY_DELETE, RETIREMENT_MAY_DELETE]);
 }
 

@@ -29,8 +29,10 @@ export function retireJournals(before: Date, limit: number) {
  * opened. A retired actor loads as never written (a session read answers 404), and the operator's inspection no longer
  * finds it.
  *
- * Safe against a node that still holds the actor in memory: an ended actor does not change, and should it write, the
- * commit fence finds the journal's end at 0, not at the activation's version, and refuses it (the activation stops).
+ * Safe against a node that still holds the actor in memory: a write after the retirement meets a journal that ends at
+ * 0, not at the activation's version, and the fence refuses it (the activation stops; the next use starts afresh). A
+ * write during it stores its snapshot (the host does so for every write of an ended actor), so it waits on the row
+ * this pass locked and then inserts the row anew: the actor lives on from that write, with no segment left behind.
  *
  * Journal first, then the snapshot rows, in one transaction: the journal's guard (migration 0019) allows these deletes
  * only for actors whose snapshot row records an end, and checks that row itself.

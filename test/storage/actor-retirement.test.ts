@@ -150,8 +150,40 @@ test('a host still holding a retired actor cannot write it back: the fence refus
   await host.drain();
 });
 
-test('passes are bounded by actors; a sweep goes pass after pass until nothing is due', async () => {
+test('a write to an ended actor while its retirement is under way waits for it, then the actor lives on from that write', async () => {
   const clock = new ManualClock(Date.now() - 40 * DAY);
+  const host = started(clock);
+  await ticket(host, 'racing', 2, true);
+  // The retirement's transaction, held open after its deletes: the journal is gone, the snapshot row locked and gone.
+  const retiring = await db.connection.pool.connect();
+  try {
+    await retiring.query('BEGIN');
+    await retiring.query("SELECT set_config('registry.actor_retirement', 'on', true)");
+    const compiled = retireJournals(new Date(clock.now() + 1), 10).compile(db.connection.db);
+    assert.equal((await retiring.query(compiled.sql, [...compiled.parameters])).rows, [{ kind: 'ticket', key: 'racing' }]);
+    await retiring.query("DELETE FROM actor_snapshots WHERE kind = 'ticket' AND key = 'racing'");
+    // A write after the end stores the snapshot, so its commit meets the row lock and waits.
+    let settled = false;
+    const write = host.send('ticket', 'racing', note).finally(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.is(settled, false, 'the write did not wait for the retirement');
+    await retiring.query('COMMIT');
+    assert.is((await write).version, 4);
+  } finally {
+    retiring.release();
+  }
+  // The write's snapshot row and segment are the whole actor now: it loads at that version and goes on.
+  const loaded = await store.load('ticket', 'racing');
+  const context = (loaded?.snapshot as { context: { notes: number; closedAt: number | null } }).context;
+  assert.equal([loaded?.snapshotVersion, loaded?.version, context.notes, context.closedAt !== null], [4, 4, 3, true]);
+  assert.is((await host.send('ticket', 'racing', note)).version, 5);
+  assert.is((await store.load('ticket', 'racing'))?.version, 5);
+  await host.drain();
+});
+
+test('passes are bounded by actors; a sweep goes pass after pass until nothing is due', async () => {
+  // Ended before every other test's actors, so the cutoff below takes these five alone.
+  const clock = new ManualClock(Date.now() - 60 * DAY);
   const host = started(clock);
   for (let i = 0; i < 5; i++) await ticket(host, `batch-${i}`, 2, true);
   await host.drain();

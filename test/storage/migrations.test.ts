@@ -71,22 +71,32 @@ test('every down migration restores the schema its up found, with rows in the ta
     assert.equal(await migrateToLatest(kdb), MIGRATIONS.slice(1));
   }));
 
-test('0019 gives Runtime sessions whose stored snapshot shows their end that end, and nothing else one', () =>
+test('0019 gives ended Runtime sessions their end, from the snapshot or the journal after it, and nothing else one', () =>
   withDatabase(async (db) => {
     const { db: kdb } = db.connection;
     await migrateTo(kdb, '0018-sweep-indexes');
     const ended = Date.parse('2026-01-02T03:04:05.678Z');
+    const active = JSON.stringify({ value: 'active', context: { endedAt: null } });
     await sql`
       INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers) VALUES
         ('runtime-session', 'ended', 3, 1, ${JSON.stringify({ value: 'released', context: { endedAt: ended } })}::jsonb, '{}'),
-        ('runtime-session', 'live', 2, 1, ${JSON.stringify({ value: 'active', context: { endedAt: null } })}::jsonb, '{}'),
+        ('runtime-session', 'live', 3, 1, ${active}::jsonb, '{}'),
+        ('runtime-session', 'tail-ended', 2, 1, ${active}::jsonb, '{}'),
         ('media-room', 'room', 2, 1, ${JSON.stringify({ value: 'open', context: { endedAt: ended } })}::jsonb, '{}')`.execute(kdb);
+    // Released while active, before 0019: that write stored no snapshot, so the end is only in the journal after it.
+    const event = (type: string, at: number) => [at, { type, at }];
+    await sql`
+      INSERT INTO actor_journal (kind, key, version, last_version, epoch, events) VALUES
+        ('runtime-session', 'live', 1, 3, 1, ${JSON.stringify([event('session.create', ended), event('session.activated', ended), event('session.presence', ended)])}::json),
+        ('runtime-session', 'tail-ended', 1, 2, 1, ${JSON.stringify([event('session.create', ended), event('session.activated', ended)])}::json),
+        ('runtime-session', 'tail-ended', 3, 4, 1, ${JSON.stringify([event('session.presence', ended + 1_000), event('session.release', ended + 2_000)])}::json)`.execute(kdb);
     await migrateTo(kdb, '0019-ended-actors');
     const rows = await kdb.selectFrom('actor_snapshots').select(['key', 'ended_at']).orderBy('key').execute();
     assert.equal(rows, [
       { key: 'ended', ended_at: new Date(ended) },
       { key: 'live', ended_at: null },
       { key: 'room', ended_at: null },
+      { key: 'tail-ended', ended_at: new Date(ended + 2_000) },
     ]);
   }));
 

@@ -178,7 +178,9 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
       summary: 'Release the Runtime session',
       description:
         'Ends the session for good (status `released`); if it held the lease, the lease is freed and nobody is evicted. ' +
-        'Releasing again answers the same. A released session no longer counts against the live sessions a person may hold.',
+        'Releasing again answers the same until the session is retired (`ACTOR_ENDED_RETENTION_DAYS` after its end; ' +
+        'then 404 `runtime_session_not_found`). A released session no longer counts against the live sessions a person ' +
+        'may hold.',
       credential: 'runtimeSession',
       cors: true,
       responses,
