@@ -6,8 +6,8 @@ import * as z from 'zod';
  * the browser side imports the same module (it depends on zod only).
  *
  * Requests carry an `id` the server echoes on exactly one `response`. Room state reaches clients as whole
- * `room.state` views with a growing `revision` (a client keeps the highest), so a client that missed one catches up
- * with the next and never applies deltas out of order.
+ * `room.state` views with a growing `revision` (a client keeps the highest it got on this connection), so a client that
+ * missed one catches up with the next and never applies deltas out of order.
  */
 export const MEDIA_PROTOCOL_VERSION = 'media-v2';
 
@@ -101,7 +101,7 @@ export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
   z
     .strictObject({ type: z.literal('response'), id: RequestId, ok: z.boolean(), result: z.looseObject({}).optional(), error: ErrorBody.optional() })
     .describe('The answer to one request: `ok: true` with a `result` that depends on the request type, or `ok: false` with an `error` (the request was refused; the connection stays open).'),
-  z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe('The whole room view after every change (keep the highest `revision`).'),
+  z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe('The whole room view after every change (keep the highest `revision` of this connection: a room retired after standing empty starts again at 0, so a view kept from an earlier connection does not count).'),
   z.strictObject({ type: z.literal('producer.added'), producer: ProducerViewSchema }).describe('Someone started publishing: `consume` it to hear or see it.'),
   z.strictObject({ type: z.literal('producer.removed'), producerId: MediaId }).describe('A producer ended; its consumers are closed.'),
   z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept). A lost seat or share is not a reset: its producer is closed (`producer.removed`) and `room.state` shows why."),

@@ -269,12 +269,19 @@ export class MediaRooms implements MediaRoomsPort {
     // Before the room actor or its router exists: the place is what lets this join create them.
     const placeTaken = target.kind === 'call' && this.#takeCallPlace(grant.environmentId, conn.user.memberId, conn.user.roomKey);
     try {
-      const live = await this.#liveRoom(conn.user.roomKey, target.policy);
-      live.joining.add(conn.id);
-      try {
-        return await this.#admit(live, conn, rtpCapabilities);
-      } finally {
-        live.joining.delete(conn.id);
+      // A second attempt only after a `room_not_open` from a LiveRoom nobody was in: its room was retired meanwhile.
+      for (let attempt = 1; ; attempt++) {
+        const live = await this.#liveRoom(conn.user.roomKey, target.policy);
+        live.joining.add(conn.id);
+        try {
+          return await this.#admit(live, conn, rtpCapabilities);
+        } catch (error) {
+          const forgotten = this.#forgetUnused(live, conn.id);
+          if (forgotten && attempt === 1 && error instanceof MediaRequestError && error.code === 'room_not_open') continue;
+          throw error;
+        } finally {
+          live.joining.delete(conn.id);
+        }
       }
     } catch (error) {
       // Refused, or the room could not open: the member is not in the call. `not_joined` here means it was admitted
@@ -282,6 +289,18 @@ export class MediaRooms implements MediaRoomsPort {
       if (placeTaken && !(error instanceof MediaRequestError && error.code === 'not_joined')) this.#giveBackCallPlace(conn.user.roomKey, conn.user.memberId);
       throw error;
     }
+  }
+
+  /**
+   * After a failed join: a LiveRoom that nobody is in or joining goes with its media, so the next join opens the room
+   * actor again. Kept, it would outlive a retirement of its empty room (which then loads unopened), and every later
+   * join on this node would skip `room.open` and be refused `room_not_open`.
+   */
+  #forgetUnused(live: LiveRoom, joining: string): boolean {
+    if (live.members.size > 0 || live.joining.size !== 1 || !live.joining.has(joining) || this.#live.get(live.key) !== live) return false;
+    live.media.close();
+    this.#live.delete(live.key);
+    return true;
   }
 
   /**

@@ -5,10 +5,10 @@ import { ManualClock } from '../../actors/clock.js';
 import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
 import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
-import type { MediaConnection } from '../../media/control/media-control.socket.js';
-import { MediaWorkerPool } from '../../media/worker-pool.js';
+import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
+import { asConnection, standInConnection, withDatabaseAndWorker } from '../support/media-stand-in.js';
 import { hostFor } from '../support/host.js';
 import { ENV, meetingPolicy, T0 } from '../support/media-room.js';
 
@@ -20,41 +20,7 @@ import { ENV, meetingPolicy, T0 } from '../support/media-room.js';
  */
 let db: TestDatabase;
 let pool: MediaWorkerPool;
-test.before(async () => {
-  db = await createTestDatabase();
-  pool = await MediaWorkerPool.create({ size: 1, logger: pino({ level: 'silent' }) });
-});
-test.after(async () => {
-  pool.close();
-  await db.drop();
-});
-
-function fakeConn(id: string, memberId: string, scope: string) {
-  const sent: unknown[] = [];
-  const conn = {
-    id,
-    codec: 'json',
-    logger: pino({ level: 'silent' }),
-    closed: false,
-    closedWith: undefined as undefined | [number | undefined, string | undefined],
-    user: {
-      grant: { environmentId: ENV, scopes: ['media:connect', 'media:join-space'], environmentRoles: [], actorId: memberId } as never,
-      grantToken: 'g',
-      memberId,
-      roomKey: mediaRoomKey(ENV, scope),
-      scope,
-    },
-    newRequestId: () => 'req',
-    send: (m: unknown) => (sent.push(m), true),
-    close(code?: number, reason?: string) {
-      this.closed = true;
-      this.closedWith = [code, reason];
-    },
-    bufferedBytes: () => 0,
-    sent,
-  };
-  return conn;
-}
+withDatabaseAndWorker(test, (setup) => ({ db, pool } = setup));
 
 test('a stale join of a replaced connection leaves the live connection dropped, then removed at grace end', async () => {
   const clock = new ManualClock(T0);
@@ -75,18 +41,18 @@ test('a stale join of a replaced connection leaves the live connection dropped, 
     target: async (): Promise<RoomTarget> => ({ kind: 'space', policy, violations: [] }),
   });
   const scope = 'race';
-  const a = fakeConn('conn-a', 'act_person', scope);
-  const b = fakeConn('conn-b', 'act_person', scope);
+  const a = standInConnection('conn-a', 'act_person', scope);
+  const b = standInConnection('conn-b', 'act_person', scope);
   // A's join is slow in its target lookup (an installation read).
   const realRequest = rooms.request.bind(rooms);
   const joinA = (async () => {
     await gateA; // stands for A's target() lookup still pending
-    return realRequest(a as unknown as MediaConnection, { type: 'room.join', id: 'j', rtpCapabilities: {} } as never);
+    return realRequest(asConnection(a), { type: 'room.join', id: 'j', rtpCapabilities: {} } as never);
   })();
   // B opens: the socket layer closes A (replaced); A never joined here, so disconnected(A) does nothing.
   a.closed = true;
-  rooms.disconnected(a as unknown as MediaConnection);
-  const bJoin = await realRequest(b as unknown as MediaConnection, { type: 'room.join', id: 'j', rtpCapabilities: {} } as never);
+  rooms.disconnected(asConnection(a));
+  const bJoin = await realRequest(asConnection(b), { type: 'room.join', id: 'j', rtpCapabilities: {} } as never);
   assert.is((bJoin.self as { connection?: string } | null) !== null, true);
   releaseA();
   const aResult = await joinA.then(() => 'ok', (e: unknown) => (e as Error).message);
