@@ -16,6 +16,8 @@ export interface RuntimeTokenDependencies {
   readonly clock: Clock;
 }
 
+const RUNTIME_SCOPE = 'runtime';
+
 const tokenInvalid = (message: string): HttpError =>
   new HttpError(401, 'runtime_token_invalid', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
 
@@ -32,6 +34,7 @@ const authorizationExpired = (message: string): HttpError =>
  *                                  revoked (logout), expired, or issued under an account epoch since raised
  *   runtime_origin_required        no `Origin` header (400)
  *   runtime_origin_mismatch        `Origin` is neither the Environment's registered origin nor its world address (403)
+ *   insufficient_scope             the sign-in was granted `openid` alone, not `runtime` (403)
  *
  * The grant is checked online on every call, so a logout takes effect at once.
  */
@@ -67,6 +70,13 @@ export class RuntimeTokens {
       const grant = await this.#d.grants.live(claims.sid);
       if (!grant || grant.kind !== 'environment' || grant.environmentId !== environment.id) {
         throw authorizationExpired('the sign-in behind this token has ended (logout, revocation or expiry); sign in to the Environment again');
+      }
+      // `openid` alone: the person agreed to be known to the Environment, not to let its pages act for them.
+      if (!grant.scopes.includes(RUNTIME_SCOPE)) {
+        throw new HttpError(403, 'insufficient_scope', 'this sign-in was not granted the runtime scope; sign in to the Environment asking for `openid runtime`', {
+          family: 'runtime',
+          headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="${RUNTIME_SCOPE}"` },
+        });
       }
       if ((await this.#d.epochOf(grant.accountId)) !== grant.accountEpoch) {
         throw authorizationExpired("the account's devices changed since this sign-in; sign in to the Environment again");

@@ -55,7 +55,8 @@ const ControlTokenResponse = apiSchema(
 
 /**
  * The Runtime session lifecycle. Runtime authorization, fencing and coordination refusals are Problems: token
- * (`runtime_token_invalid`, `runtime_authorization_expired`), origin (`runtime_origin_required`,
+ * (`runtime_token_invalid`, `runtime_authorization_expired`, 403 `insufficient_scope` for a sign-in granted `openid`
+ * without `runtime`), origin (`runtime_origin_required`,
  * `runtime_origin_mismatch`), session (`runtime_session_not_found`, `runtime_session_ended`), quotas (429
  * `runtime_eviction_quota_exceeded`, `runtime_session_quota_exceeded`), coordination (503 `runtime_coordination_unavailable`). These routes are not among
  * the spec's first tables, so a malformed request is the nested ApiError of general validation.
