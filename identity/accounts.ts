@@ -164,7 +164,7 @@ export class Accounts {
     if (!device) return undefined;
     const status = enrolled ? (enrolled.status === 'active' ? 'active' : 'removed') : 'pending';
     const key = this.#keys.cached(device.thumbprint) ?? (await this.#keys.get(device.publicKey, device.thumbprint));
-    return { deviceId, accountId, status, key, thumbprint: device.thumbprint };
+    return { deviceId, accountId, status, key, thumbprint: device.thumbprint, accountEpoch: account.epoch };
   };
 
   async #assignDevice(deviceId: string, accountId: string): Promise<void> {

@@ -26,6 +26,8 @@ export interface DeviceKeyRecord {
   readonly status: 'active' | 'pending' | 'removed';
   readonly key: CryptoKey;
   readonly thumbprint: string;
+  /** The account's epoch in the same state the status was read from. */
+  readonly accountEpoch: number;
 }
 
 /** Finds the key of a device, whatever its status; undefined when no such device exists. */
@@ -37,6 +39,8 @@ export interface VerifiedAssertion {
   /** Removed devices never verify. */
   readonly status: 'active' | 'pending';
   readonly thumbprint: string;
+  /** The account's epoch as of the status above (`DeviceKeyRecord.accountEpoch`). */
+  readonly accountEpoch: number;
 }
 
 interface AssertionPayload {
@@ -291,6 +295,6 @@ export class DeviceAssertionVerifier {
     if (!(await this.#replays.firstUse(`${device.deviceId}:${payload.jti}`, iat * 1000 + this.#skewMs))) {
       throw refuse('device_assertion_replayed', 'this assertion was already used');
     }
-    return { deviceId: device.deviceId, accountId: device.accountId, status, thumbprint: device.thumbprint };
+    return { deviceId: device.deviceId, accountId: device.accountId, status, thumbprint: device.thumbprint, accountEpoch: device.accountEpoch };
   }
 }

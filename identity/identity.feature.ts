@@ -81,7 +81,14 @@ export const identityFeature: ServerParts = {
 
     const deviceAssertion: CredentialVerifier = async (request, requirements) => {
       const verified = await assertions.verify(request, { bodyBound: requirements.bodyBound, allowPending: requirements.allowPendingDevice });
-      return { credential: 'deviceAssertion', subject: verified.accountId, accountId: verified.accountId, deviceId: verified.deviceId, deviceStatus: verified.status };
+      return {
+        credential: 'deviceAssertion',
+        subject: verified.accountId,
+        accountId: verified.accountId,
+        deviceId: verified.deviceId,
+        deviceStatus: verified.status,
+        accountEpoch: verified.accountEpoch,
+      };
     };
 
     const managementBearer: CredentialVerifier = async (request) => {
@@ -162,7 +169,7 @@ export const identityFeature: ServerParts = {
       },
       routes: [
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
-        ...accountSessionRoutes({ accounts, sessions, directory, grants, admins, reviewers }),
+        ...accountSessionRoutes({ sessions, directory, grants, admins, reviewers }),
         ...reviewHostRoutes({ reviewers }),
         ...oidcRoutes({ accounts, sessions, directory, grants, issuer: publicUrl, clock }),
         ...managementSessionRoutes({ accounts, sessions, directory, grants, admins, identify }),

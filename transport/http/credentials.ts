@@ -37,6 +37,11 @@ export type Principal =
       readonly accountId: string;
       readonly deviceId: string;
       readonly deviceStatus: 'active' | 'pending';
+      /**
+       * The account epoch read together with the device's status: what anything issued for this device is bound to, so
+       * a removal that commits after the check (it raises the epoch) still ends it. A later read could miss that.
+       */
+      readonly accountEpoch: number;
     }
   | {
       /** A CLI or desktop management bearer (a grant's access token) or a console session cookie. */

@@ -1,5 +1,4 @@
 import * as z from 'zod';
-import type { Accounts } from '../../../identity/accounts.js';
 import type { BrowserSessions } from '../../../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../../../identity/environments.js';
 import { idPattern } from '../../../identity/ids.js';
@@ -13,7 +12,6 @@ import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
 export interface AccountSessionDependencies {
-  readonly accounts: Accounts;
   readonly sessions: BrowserSessions;
   readonly directory: EnvironmentDirectory;
   readonly grants: OAuthGrants;
@@ -80,8 +78,8 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       handler: async ({ principal, headers }) => {
         const caller = principalAs(principal, 'deviceAssertion');
         const browser = deps.sessions.browserOf(headers);
-        const epoch = await deps.accounts.epochOf(caller.accountId);
-        const { cookie } = await deps.sessions.create('page', { browserId: browser.browserId, accountId: caller.accountId, accountEpoch: epoch, deviceId: caller.deviceId });
+        // The epoch the device was seen active in, not a fresh read: a removal committing meanwhile ends this session.
+        const { cookie } = await deps.sessions.create('page', { browserId: browser.browserId, accountId: caller.accountId, accountEpoch: caller.accountEpoch, deviceId: caller.deviceId });
         return { status: 204, body: undefined, headers: { 'set-cookie': browser.setCookie ? [cookie, browser.setCookie] : [cookie] } };
       },
     }),
@@ -116,13 +114,10 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       responses: { 201: { description: 'The session and its bearer.', schema: DesktopManagementSessionResponse } },
       handler: async ({ principal }) => {
         const caller = principalAs(principal, 'deviceAssertion');
-        const [epoch, admin, reviewer] = await Promise.all([
-          deps.accounts.epochOf(caller.accountId),
-          deps.admins.isAdmin(caller.accountId),
-          deps.reviewers.holds(caller.accountId),
-        ]);
+        const [admin, reviewer] = await Promise.all([deps.admins.isAdmin(caller.accountId), deps.reviewers.holds(caller.accountId)]);
         const scopes = ['management', ...(admin ? ['platform:admin'] : []), ...(reviewer ? ['reviewer:admin'] : [])];
-        const { grant, accessToken } = await deps.grants.createDesktopSession({ accountId: caller.accountId, accountEpoch: epoch, deviceId: caller.deviceId, scopes });
+        // The epoch the device was seen active in (see createPageSession).
+        const { grant, accessToken } = await deps.grants.createDesktopSession({ accountId: caller.accountId, accountEpoch: caller.accountEpoch, deviceId: caller.deviceId, scopes });
         return {
           status: 201,
           body: { sessionId: grant.id, accessToken, tokenType: 'Bearer' as const, scopes: [...grant.scopes], expiresAt: iso(grant.expiresAt) },
