@@ -43,6 +43,8 @@ let active: RuntimeClient;
 let standby: RuntimeClient;
 /** A page with a token minted before the outage and no session yet. */
 let fresh: RuntimeClient;
+/** A page of another Environment, signed in before the outage, whose origin this node has never looked up. */
+let unseen: RuntimeClient;
 /** A grant issued to `active` before the outage. */
 let issued: { grant: string; grantId: string };
 /** A control token of `active`'s session, issued before the outage. */
@@ -96,6 +98,8 @@ function upgrade(url: string, protocols: string[], origin: string): Promise<Resp
 /** Every Runtime call the outage must refuse, each from the page it belongs to. */
 const runtimeCalls: ReadonlyArray<readonly [string, () => Promise<Response>]> = [
   ['create session', () => fresh.createSession()],
+  // The gateway looks up a page's origin before anything else; that lookup failing is the same outage.
+  ['create session (an origin not looked up yet)', () => unseen.createSession()],
   ['read session (active)', () => active.read()],
   ['read session (standby)', () => standby.read()],
   ['activate standby', () => standby.activate()],
@@ -226,6 +230,7 @@ test.before(async () => {
   standby = await gina.runtime(env);
   assert.is((await standby.createSession()).status, 201);
   fresh = await gina.runtime(env);
+  unseen = await gina.runtime(await testEnvironment(server.opsUrl, 'outage-unseen', 'gina'));
   const made = await grant(active);
   assert.is(made.status, 201, await made.clone().text());
   issued = (await made.json()) as { grant: string; grantId: string };

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { HttpError } from './errors.js';
 import type { RequestHeaderSpec } from './route.js';
 /**
  * Every credential the API names. A route declares exactly one; the gateway refuses to start with a route whose
@@ -242,6 +243,19 @@ export const credentialRequirements: Partial<Readonly<Record<CredentialKind, rea
 
 /** Credentials whose refusals are Runtime (Problem) failures whatever the route's validation format. */
 export const runtimeCredentials: ReadonlySet<CredentialKind> = new Set(['runtimeToken', 'runtimeSession', 'runtimeActivation', 'runtimeActive', 'controlToken', 'environmentBackendGrant']);
+
+/**
+ * The Runtime plane fails closed: when the stores that say who holds a lease (or whether a token's grant is live, or
+ * whether a page's origin is registered) cannot answer, nobody is admitted, and the caller is told so with the one code
+ * the spec gives for it.
+ */
+export function coordinationUnavailable(cause: unknown): HttpError {
+  return new HttpError(503, 'runtime_coordination_unavailable', 'runtime coordination is unavailable; nobody can be admitted until it returns, retry shortly', {
+    family: 'coordination',
+    headers: { 'retry-after': '2' },
+    cause,
+  });
+}
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 

@@ -6,7 +6,7 @@ import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-s
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
-import { anonymous, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
+import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import { watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
@@ -158,7 +158,10 @@ export class HttpGateway {
     // Returns early (preflight, an aborted body read) or with the route's reply; a throw becomes an error reply below.
     const dispatch = async (): Promise<Reply | undefined> => {
       // Decided before anything runs: a lookup failure must refuse the request, not hide a result it produced.
-      if (cors && request.headers.origin !== undefined) allowedOrigin = await this.#allowedOrigin(request.headers.origin);
+      if (cors && request.headers.origin !== undefined) {
+        const runtime = match.kind === 'found' && runtimeCredentials.has(match.route.credential);
+        allowedOrigin = await this.#allowedOrigin(request.headers.origin, runtime);
+      }
       if (this.#draining && !(match.kind === 'found' && match.route.servesWhileDraining)) {
         throw new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
           family: 'coordination',
@@ -236,10 +239,12 @@ export class HttpGateway {
   }
 
   /** The request's origin when pages of it may read cross-origin answers; a lookup failure refuses the request (503). */
-  async #allowedOrigin(origin: string): Promise<string | undefined> {
+  /** `runtime`: the route is a Runtime call, whose outages have their own code (an origin this node has not seen yet). */
+  async #allowedOrigin(origin: string, runtime: boolean): Promise<string | undefined> {
     try {
       return (await this.#options.corsOrigins?.(origin)) === true ? origin : undefined;
     } catch (error) {
+      if (runtime) throw coordinationUnavailable(error);
       throw new HttpError(503, 'storage_unavailable', 'the registry cannot check this origin right now; retry shortly', {
         family: 'coordination',
         headers: { 'retry-after': '2' },
