@@ -4,7 +4,8 @@
  *   npm run bench:tokens
  *
  * Exchange: what `POST /v1/oidc/token` does after parsing its form, on a real Postgres: one statement consumes the
- * single-use code if client, redirect URI, PKCE S256 and expiry match and creates the grant and its first refresh
+ * single-use code if client, redirect URI, PKCE S256 and expiry match and its page session is still signed in (held
+ * until the statement commits), and creates the grant and its first refresh
  * token; then the account epoch is checked (account actor) and the access and ID tokens are signed (two ES256
  * signatures). Refresh: one statement spends the token and stores the next one; the epoch is checked and an access
  * token signed. Raw: `compactVerify` of the issued access tokens with an imported key.
@@ -31,7 +32,7 @@ import { InProcessOwnership } from '../actors/ownership.js';
 import { DeviceClient } from '../client/device-client.js';
 import { pkcePair } from '../client/oidc-client.js';
 import { Accounts } from '../identity/accounts.js';
-import { CSRF_SECRET } from '../identity/browser-sessions.js';
+import { BrowserSessions, CSRF_SECRET } from '../identity/browser-sessions.js';
 import { acceptDeviceKey } from '../identity/device-keys.js';
 import { CLI_CLIENT_ID, EnvironmentDirectory, PAIRWISE_SECRET } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
@@ -121,6 +122,11 @@ async function main(): Promise<void> {
     await directory.ensureCliClient();
     const cli = (await directory.client(CLI_CLIENT_ID))!;
     const grants = new OAuthGrants({ db, clock: systemClock, keys, directory, epochOf: accounts.epochOf, issuer: () => 'https://registry.bench' });
+    // One signed-in browser per account, as the authorization page holds: each exchange checks its code's page session.
+    const sessions = new BrowserSessions(db, systemClock, secrets, accounts.epochOf);
+    const pages = await Promise.all(
+      accountIds.map(async (accountId) => (await sessions.create('page', { browserId: newId('brw'), accountId, accountEpoch: 1 })).session),
+    );
     const redirectUri = 'http://127.0.0.1:43210/callback';
 
     const issue = async (n: number) =>
@@ -135,7 +141,8 @@ async function main(): Promise<void> {
             nonce: newId('n'),
             accountId: accountIds[i % ACCOUNTS]!,
             accountEpoch: 1,
-            browserId: newId('brw'),
+            browserId: pages[i % ACCOUNTS]!.browserId,
+            sessionId: pages[i % ACCOUNTS]!.id,
             authTime: Date.now(),
           });
           return { code, verifier };

@@ -98,6 +98,7 @@ interface NewCode {
   account_id: string;
   account_epoch: number;
   browser_id: string;
+  session_id: string;
   auth_time: string | null;
   expires_at: string;
 }
@@ -152,11 +153,19 @@ WITH input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                        $9::timestamptz[], $10::timestamptz[])
     AS x(code_hash, grant_id, kind, client_id, environment_id, redirect_uri, code_challenge, refresh_hash, at, grant_expires_at)
+), sessions AS MATERIALIZED (
+  -- The authorizing page sessions, held (FOR SHARE) until this statement commits: a browser logout revokes them first,
+  -- so it either waits for this exchange and then revokes the grant it made, or this exchange waits for the logout
+  -- and finds them revoked. Without the hold, a grant made while a logout ran was missed by it.
+  SELECT s.id FROM browser_sessions s
+   WHERE s.id IN (SELECT c.session_id FROM oauth_codes c JOIN input ON c.code_hash = input.code_hash) AND s.revoked_at IS NULL
+   FOR SHARE OF s
 ), consumed AS (
   UPDATE oauth_codes c SET used_at = input.at, grant_id = input.grant_id
   FROM input
   WHERE c.code_hash = input.code_hash AND c.used_at IS NULL AND c.client_id = input.client_id
     AND c.redirect_uri = input.redirect_uri AND c.code_challenge = input.code_challenge AND c.expires_at > input.at
+    AND (c.session_id IS NULL OR c.session_id IN (SELECT id FROM sessions))
   RETURNING input.grant_id, input.kind, input.client_id, input.environment_id, input.refresh_hash, input.at,
     input.grant_expires_at, c.scopes, c.nonce, c.account_id, c.account_epoch, c.browser_id, c.auth_time
 ), grant_rows AS (
@@ -209,10 +218,10 @@ export class OAuthGrants {
     const db = dependencies.db;
     this.#insertCodes = new StatementBatcher(async (codes) => {
       await sql`
-        INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, nonce, account_id, account_epoch, browser_id, auth_time, expires_at)
-        SELECT code_hash, client_id, redirect_uri, code_challenge, scopes, nonce, account_id, account_epoch, browser_id, auth_time, expires_at
+        INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, nonce, account_id, account_epoch, browser_id, session_id, auth_time, expires_at)
+        SELECT code_hash, client_id, redirect_uri, code_challenge, scopes, nonce, account_id, account_epoch, browser_id, session_id, auth_time, expires_at
         FROM jsonb_to_recordset(${JSON.stringify(codes)}::jsonb) AS x(code_hash text, client_id text, redirect_uri text, code_challenge text,
-          scopes jsonb, nonce text, account_id text, account_epoch int8, browser_id text, auth_time timestamptz, expires_at timestamptz)`.execute(db);
+          scopes jsonb, nonce text, account_id text, account_epoch int8, browser_id text, session_id text, auth_time timestamptz, expires_at timestamptz)`.execute(db);
       return codes.map(() => undefined);
     });
     this.#exchangeCodes = new StatementBatcher(async (exchanges) => {
@@ -263,6 +272,8 @@ export class OAuthGrants {
     accountId: string;
     accountEpoch: number;
     browserId: string;
+    /** The page session that authorized it: the exchange is refused once it is revoked (browser logout). */
+    sessionId: string;
     /** When the person signed in (the page session's start) if the request named `max_age`, else null (see #idToken). */
     authTime: number | null;
   }): Promise<string> {
@@ -278,6 +289,7 @@ export class OAuthGrants {
       account_id: input.accountId,
       account_epoch: input.accountEpoch,
       browser_id: input.browserId,
+      session_id: input.sessionId,
       auth_time: input.authTime === null ? null : new Date(input.authTime).toISOString(),
       expires_at: new Date(now + CODE_TTL_MS).toISOString(),
     });
@@ -359,6 +371,10 @@ export class OAuthGrants {
       return invalidGrant('authorization_code_reused', 'the authorization code was already used; the grant it produced is revoked');
     }
     if (burnt.client_id !== input.client.clientId) return invalidGrant('authorization_code_invalid', 'the authorization code was issued to another client');
+    if (burnt.session_id !== null) {
+      const session = await db.selectFrom('browser_sessions').select('revoked_at').where('id', '=', burnt.session_id).executeTakeFirst();
+      if (!session || session.revoked_at !== null) return invalidGrant('authorization_code_invalid', 'the browser that authorized this code has signed out since');
+    }
     if (burnt.expires_at.getTime() <= now) return invalidGrant('authorization_code_expired', 'the authorization code has expired');
     if (burnt.redirect_uri !== input.redirectUri) return invalidGrant('redirect_uri_mismatch', 'redirect_uri differs from the one of the authorization request');
     return invalidGrant('pkce_verifier_mismatch', 'code_verifier does not match the code_challenge');

@@ -168,6 +168,8 @@ export interface OAuthCodeTable {
   account_id: string;
   account_epoch: Int8;
   browser_id: string;
+  /** The page session that authorized the code; its exchange refuses once that session is revoked (logout). */
+  session_id: ColumnType<string | null, string | null | undefined, string | null>;
   /** The sign-in time, kept only when the request named `max_age` (the ID token's `auth_time`). */
   auth_time: NullableInstant;
   expires_at: Instant;

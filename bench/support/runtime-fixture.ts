@@ -61,6 +61,10 @@ export class RuntimeFixture {
         const i = next++;
         const accountId = await this.#enrol(handles[i]!);
         const { verifier, challenge } = pkcePair();
+        const accountEpoch = await this.#identity.accounts.epochOf(accountId);
+        const browserId = newId('brw');
+        // The page session the authorization page would hold: the exchange checks it is still signed in.
+        const { session } = await this.#identity.sessions.create('page', { browserId, accountId, accountEpoch });
         const code = await this.#identity.grants.issueCode({
           client,
           redirectUri: environment.redirectUri,
@@ -68,8 +72,9 @@ export class RuntimeFixture {
           scopes: ['openid', 'runtime'],
           nonce: newId('n'),
           accountId,
-          accountEpoch: await this.#identity.accounts.epochOf(accountId),
-          browserId: newId('brw'),
+          accountEpoch,
+          browserId,
+          sessionId: session.id,
           authTime: Date.now(),
         });
         const tokens = await this.#identity.grants.exchangeCode({ client, code, redirectUri: environment.redirectUri, codeVerifier: verifier });

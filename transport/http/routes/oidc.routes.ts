@@ -103,7 +103,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
   const authorizationTag = { tags: ['Authorization'], errorFormat: 'problem' } as const;
 
   /** The answer to a valid request from a signed-in person who agreed (or who need not be asked again). */
-  const issue = async (request: AuthorizationRequest, principal: { accountId: string; accountEpoch: number; browserId: string; signedInAt: number }) => {
+  const issue = async (request: AuthorizationRequest, principal: { accountId: string; accountEpoch: number; browserId: string; sessionId: string; signedInAt: number }) => {
     const code = await deps.grants.issueCode({
       client: request.client,
       redirectUri: request.redirectUri,
@@ -113,6 +113,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       accountId: principal.accountId,
       accountEpoch: principal.accountEpoch,
       browserId: principal.browserId,
+      sessionId: principal.sessionId,
       authTime: request.maxAgeSeconds === null ? null : principal.signedInAt,
     });
     return { status: 303 as const, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { code, state: request.state }) } };
@@ -202,7 +203,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
           if (!agreed) {
             return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { error: 'consent_required', state: request.state }) } };
           }
-          return issue(request, { ...session, signedInAt: session.createdAt });
+          return issue(request, { ...session, sessionId: session.id, signedInAt: session.createdAt });
         }
         const account = await deps.accounts.account(session.accountId);
         const body = consentPage({ request, handle: account.handle ?? '', origin: await originOf(request), csrf: deps.sessions.csrfToken(session.id) });
