@@ -167,6 +167,13 @@ export class BrowserSessions {
    */
   async logoutBrowser(browserId: string, reason: string): Promise<{ sessions: number; grants: number }> {
     const at = new Date(this.#clock.now());
+    // First: a Runtime session whose creation is under way may be created after the listeners looked for the browser's
+    // sessions, and checks this once it exists (RuntimeSessions.create).
+    await this.#db
+      .insertInto('browser_logouts')
+      .values({ browser_id: browserId, logged_out_at: at })
+      .onConflict((oc) => oc.column('browser_id').doUpdateSet({ logged_out_at: at }))
+      .execute();
     await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, at.getTime())));
     const ended = await this.#db.transaction().execute(async (trx) => {
       const sessions = await trx

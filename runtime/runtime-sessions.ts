@@ -83,6 +83,12 @@ const sessionQuota = (cap: number, retryAfterS: number): HttpError =>
 /** An activation that lost a race with the session's release or revocation. */
 const ended = (): HttpError => problem(409, 'runtime_session_ended', 'this Runtime session ended (released or revoked) while it was activated; create a new one');
 
+const signedOut = (): HttpError =>
+  new HttpError(401, 'runtime_authorization_expired', 'the browser signed out while this session was being created; sign in to the Environment again', {
+    family: 'runtime',
+    headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+  });
+
 const sessionNotFound = (): HttpError =>
   problem(404, 'runtime_session_not_found', 'no such Runtime session for this person in this Environment (X-Platform-Runtime-Session)');
 
@@ -140,6 +146,13 @@ export class RuntimeSessions {
         browserId: caller.browserId,
         idleTtlMs,
       });
+      if (caller.browserId !== null && (await this.#loggedOutSince(caller.browserId, caller.signedInAt))) {
+        // The browser logged out while this creation ran, and its logout may have looked for the browser's sessions
+        // before this one existed (it records the logout first, so one of the two always sees the other).
+        await this.#revoke(caller.accountId, sessionId, 'browser_logout');
+        this.#forgetBrowser(sessionId);
+        throw signedOut();
+      }
       return { context: reply.snapshot.context as RuntimeSessionContext, status: 'standby', lease: null };
     });
   }
@@ -277,6 +290,23 @@ export class RuntimeSessions {
     return { environmentRoles: environment?.ownerAccountId === caller.accountId ? ['admin'] : [], environmentRoleCatalog: catalog };
   }
 
+  async #loggedOutSince(browserId: string, since: number): Promise<boolean> {
+    const row = await this.#o.db
+      .selectFrom('browser_logouts')
+      .select('browser_id')
+      .where('browser_id', '=', browserId)
+      .where('logged_out_at', '>=', new Date(since))
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Revokes a session: its place and any lease it holds go first, then the session ends; its sockets are told. */
+  async #revoke(accountId: string, sessionId: string, reason: string): Promise<void> {
+    await this.#o.host.send(RUNTIME_LEASE_KIND, accountId, { type: 'lease.release', sessionId });
+    await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.revoke', reason });
+    this.#o.activity.signedOut(sessionId);
+  }
+
   /** Browser SSO logout: every Runtime session opened in that browser is revoked, and its lease freed. */
   async revokeBrowser(browserId: string): Promise<number> {
     const rows = await this.#o.db.selectFrom('runtime_session_browsers').select('session_id').where('browser_id', '=', browserId).execute();
@@ -285,9 +315,7 @@ export class RuntimeSessions {
       rows.map(async ({ session_id: sessionId }) => {
         const context = (await this.#storedSession(sessionId))?.context;
         if (!context || context.endedAt !== null) return false;
-        await this.#o.host.send(RUNTIME_LEASE_KIND, context.accountId, { type: 'lease.release', sessionId });
-        await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.revoke', reason: 'browser_logout' });
-        this.#o.activity.signedOut(sessionId);
+        await this.#revoke(context.accountId, sessionId, 'browser_logout');
         return true;
       }),
     );

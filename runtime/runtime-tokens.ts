@@ -81,7 +81,15 @@ export class RuntimeTokens {
       if ((await this.#d.epochOf(grant.accountId)) !== grant.accountEpoch) {
         throw authorizationExpired("the account's devices changed since this sign-in; sign in to the Environment again");
       }
-      return { accountId: grant.accountId, actorId: claims.sub, environmentId: environment.id, origin, grantId: grant.id, browserId: grant.browserId };
+      return {
+        accountId: grant.accountId,
+        actorId: claims.sub,
+        environmentId: environment.id,
+        origin,
+        grantId: grant.id,
+        browserId: grant.browserId,
+        signedInAt: grant.createdAt,
+      };
     });
   }
 

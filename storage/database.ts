@@ -12,6 +12,7 @@ export interface Database {
   browser_sessions: BrowserSessionTable;
   oauth_grants: OAuthGrantTable;
   oauth_codes: OAuthCodeTable;
+  browser_logouts: BrowserLogoutTable;
   oauth_refresh_tokens: OAuthRefreshTokenTable;
   oauth_consents: OAuthConsentTable;
   platform_admins: PlatformAdminTable;
@@ -156,6 +157,12 @@ export interface OAuthGrantTable {
   expires_at: Instant;
   revoked_at: NullableInstant;
   revoked_reason: NullableText;
+}
+
+export interface BrowserLogoutTable {
+  browser_id: string;
+  /** The browser's latest SSO logout. */
+  logged_out_at: Instant;
 }
 
 export interface OAuthCodeTable {
