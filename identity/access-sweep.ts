@@ -12,8 +12,7 @@ const SWEEP_BUDGET_MS = 60_000;
 /**
  * Removes access records that can no longer be used, every one that has fallen due (in bounded statements, for at
  * most SWEEP_BUDGET_MS; what is left goes next run): expired codes (a spent code stays until then, so a replay inside
- * its lifetime is still recognised and revokes its grant), sessions and Review Host capabilities past their end, browser
- * logout times (needed only while a Runtime session's creation may still be under way), and
+ * its lifetime is still recognised and revokes its grant), sessions and Review Host capabilities past their end, and
  * the refresh tokens of grants that ended. A live grant keeps its spent refresh tokens: they are how a replayed one
  * is recognised as reuse.
  */
@@ -28,8 +27,6 @@ export function accessSweepStatements(now: number): readonly SweepStatement[] {
   return [
     ['oauth_codes', (limit) => sql`DELETE FROM oauth_codes WHERE code_hash IN (SELECT code_hash FROM oauth_codes WHERE expires_at < ${recent} LIMIT ${limit})`],
     ['browser_sessions', (limit) => sql`DELETE FROM browser_sessions WHERE id IN (SELECT id FROM browser_sessions WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`],
-    ['browser_logouts', (limit) => sql`
-      DELETE FROM browser_logouts WHERE browser_id IN (SELECT browser_id FROM browser_logouts WHERE logged_out_at < ${recent} LIMIT ${limit})`],
     ['review_host_capabilities', (limit) => sql`
       DELETE FROM review_host_capabilities WHERE id IN (
         SELECT id FROM review_host_capabilities WHERE expires_at < ${recent} OR revoked_at < ${recent} LIMIT ${limit})`],

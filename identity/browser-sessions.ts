@@ -17,6 +17,9 @@ export const CSRF_SECRET = 'csrf';
 
 export type BrowserSessionKind = 'page' | 'console';
 
+/** Which pass of a browser logout a listener runs in (see onLogout). */
+export type LogoutPass = 'before' | 'after';
+
 export interface BrowserSession {
   readonly id: string;
   readonly kind: BrowserSessionKind;
@@ -46,7 +49,7 @@ export type SessionLookup =
 export class BrowserSessions {
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
-  readonly #logoutListeners: Array<(browserId: string, at: number) => Promise<void>> = [];
+  readonly #logoutListeners: Array<(browserId: string, pass: LogoutPass) => Promise<void>> = [];
   readonly #secrets: RegistrySecrets;
 
   readonly #epochOf: (accountId: string) => Promise<number>;
@@ -152,11 +155,13 @@ export class BrowserSessions {
   }
 
   /**
-   * Other planes end what they correlate with a browser when it logs out (the Runtime sessions opened in it). They
-   * run before the browser's own sessions end: a listener that fails fails the logout, and the browser's retry is
-   * still signed in to make it (every step of a logout is idempotent).
+   * Other planes end what they correlate with a browser when it logs out (the Runtime sessions opened in it), in two
+   * passes. `before` runs before the browser's own sessions and grants end: a listener that fails fails the logout, and
+   * the browser's retry is still signed in to make it (every step of a logout is idempotent). `after` runs once they
+   * ended, for what was made with them while the first pass ran; the browser cannot retry then, so a listener
+   * reports its own failures there.
    */
-  onLogout(listener: (browserId: string, at: number) => Promise<void>): void {
+  onLogout(listener: (browserId: string, pass: LogoutPass) => Promise<void>): void {
     this.#logoutListeners.push(listener);
   }
 
@@ -167,14 +172,7 @@ export class BrowserSessions {
    */
   async logoutBrowser(browserId: string, reason: string): Promise<{ sessions: number; grants: number }> {
     const at = new Date(this.#clock.now());
-    // First: a Runtime session whose creation is under way may be created after the listeners looked for the browser's
-    // sessions, and checks this once it exists (RuntimeSessions.create).
-    await this.#db
-      .insertInto('browser_logouts')
-      .values({ browser_id: browserId, logged_out_at: at })
-      .onConflict((oc) => oc.column('browser_id').doUpdateSet({ logged_out_at: at }))
-      .execute();
-    await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, at.getTime())));
+    await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, 'before')));
     const ended = await this.#db.transaction().execute(async (trx) => {
       const sessions = await trx
         .updateTable('browser_sessions')
@@ -193,6 +191,7 @@ export class BrowserSessions {
       await trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('used_at', 'is', null).execute();
       return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };
     });
+    await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, 'after')));
     return ended;
   }
 }

@@ -47,6 +47,8 @@ export interface RuntimeSessionsOptions {
   /** How long a session without the lease (standby, superseded) lives before the platform releases it. */
   readonly sessionIdleTtlMs: number;
   readonly warn: (details: Record<string, unknown>, message: string) => void;
+  /** Whether the sign-in (OAuth grant) behind a runtime token still holds. */
+  readonly signInLive: (grantId: string) => Promise<boolean>;
 }
 
 const problem = (status: number, code: string, message: string, family: 'runtime' | 'fencing' = 'runtime'): HttpError => new HttpError(status, code, message, { family });
@@ -56,6 +58,9 @@ const problem = (status: number, code: string, message: string, family: 'runtime
  * its activation is under way, and could take the lease (evicting the person's live Runtime) after it ended.
  */
 const ACTIVATION_MARGIN_MS = 10_000;
+
+/** An index row of a session still not created this long after the row was written: its creation failed. */
+const CREATION_OVER_MS = 60_000;
 
 /** Why a session that is not active cannot make an active-only call. */
 const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>, endedReason: string | null = null): HttpError => {
@@ -84,7 +89,7 @@ const sessionQuota = (cap: number, retryAfterS: number): HttpError =>
 const ended = (): HttpError => problem(409, 'runtime_session_ended', 'this Runtime session ended (released or revoked) while it was activated; create a new one');
 
 const signedOut = (): HttpError =>
-  new HttpError(401, 'runtime_authorization_expired', 'the browser signed out while this session was being created; sign in to the Environment again', {
+  new HttpError(401, 'runtime_authorization_expired', 'the sign-in ended (the browser signed out) while this session was being created; sign in to the Environment again', {
     family: 'runtime',
     headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
   });
@@ -146,9 +151,10 @@ export class RuntimeSessions {
         browserId: caller.browserId,
         idleTtlMs,
       });
-      if (caller.browserId !== null && (await this.#loggedOutSince(caller.browserId, caller.signedInAt))) {
-        // The browser logged out while this creation ran, and its logout may have looked for the browser's sessions
-        // before this one existed (it records the logout first, so one of the two always sees the other).
+      if (!(await this.#o.signInLive(caller.grantId))) {
+        // The sign-in ended while this creation ran (a browser logout): the logout may have looked for the browser's
+        // sessions before this one existed. It looks again after it revoked the sign-in, so one of the two sees the
+        // other: this check, made after the session exists, or the logout's second look, made after this check.
         await this.#revoke(caller.accountId, sessionId, 'browser_logout');
         this.#forgetBrowser(sessionId);
         throw signedOut();
@@ -290,16 +296,6 @@ export class RuntimeSessions {
     return { environmentRoles: environment?.ownerAccountId === caller.accountId ? ['admin'] : [], environmentRoleCatalog: catalog };
   }
 
-  async #loggedOutSince(browserId: string, since: number): Promise<boolean> {
-    const row = await this.#o.db
-      .selectFrom('browser_logouts')
-      .select('browser_id')
-      .where('browser_id', '=', browserId)
-      .where('logged_out_at', '>=', new Date(since))
-      .executeTakeFirst();
-    return row !== undefined;
-  }
-
   /** Revokes a session: its place and any lease it holds go first, then the session ends; its sockets are told. */
   async #revoke(accountId: string, sessionId: string, reason: string): Promise<void> {
     await this.#o.host.send(RUNTIME_LEASE_KIND, accountId, { type: 'lease.release', sessionId });
@@ -314,16 +310,24 @@ export class RuntimeSessions {
     const outcomes = await Promise.allSettled(
       rows.map(async ({ session_id: sessionId }) => {
         const context = (await this.#storedSession(sessionId))?.context;
-        if (!context || context.endedAt !== null) return false;
+        if (!context) return 'unborn' as const;
+        if (context.endedAt !== null) return false;
         await this.#revoke(context.accountId, sessionId, 'browser_logout');
         return true;
       }),
     );
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failed) throw failed.reason;
-    // Ended sessions need no index: a later logout of the same browser has nothing to find there.
-    await this.#o.db.deleteFrom('runtime_session_browsers').where('browser_id', '=', browserId).execute();
-    return outcomes.filter((o) => o.status === 'fulfilled' && o.value).length;
+    // Ended sessions need no index: a later logout of the same browser has nothing to find there. A session not created
+    // yet keeps its row, so the logout's second look finds it; one whose creation failed long ago does not.
+    const handled = rows.map((r) => r.session_id).filter((_, i) => (outcomes[i] as PromiseFulfilledResult<boolean | 'unborn'>).value !== 'unborn');
+    const creationOver = new Date(this.#o.clock.now() - CREATION_OVER_MS);
+    await this.#o.db
+      .deleteFrom('runtime_session_browsers')
+      .where('browser_id', '=', browserId)
+      .where((eb) => eb.or([eb('session_id', 'in', handled.length > 0 ? handled : ['']), eb('created_at', '<', creationOver)]))
+      .execute();
+    return outcomes.filter((o) => o.status === 'fulfilled' && o.value === true).length;
   }
 
   /**

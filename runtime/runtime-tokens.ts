@@ -88,7 +88,6 @@ export class RuntimeTokens {
         origin,
         grantId: grant.id,
         browserId: grant.browserId,
-        signedInAt: grant.createdAt,
       };
     });
   }

@@ -79,6 +79,7 @@ async function buildRuntimeServices(services: ServerServices): Promise<RuntimeSe
     sessionsPerEnvironment: config.runtimeSessionsPerEnvironment,
     sessionIdleTtlMs: config.runtimeSessionIdleSeconds * 1000,
     warn: (details, message) => log.warn(details, message),
+    signInLive: (grantId) => tokens.signInLive(grantId),
   });
   const installations = pluginInstallations(services);
   const pluginGrants = new PluginGrants(storage.db, clock, sessions, (grantId) => tokens.signInLive(grantId), (environmentId, pluginId) => installations.installed(environmentId, pluginId));
@@ -102,9 +103,15 @@ export function runtimeFeature(): ServerParts {
       const log = logger.child({ component: 'runtime' });
       leaseEnded = sessions.leaseEnded;
       idleExpired = sessions.idleExpired;
-      identity.sessions.onLogout(async (browserId) => {
-        const revoked = await sessions.revokeBrowser(browserId);
-        if (revoked > 0) log.info({ revoked }, 'runtime sessions revoked by browser logout');
+      identity.sessions.onLogout(async (browserId, pass) => {
+        try {
+          const revoked = await sessions.revokeBrowser(browserId);
+          if (revoked > 0) log.info({ revoked, pass }, 'runtime sessions revoked by browser logout');
+        } catch (err) {
+          // The second look follows the sign-in's end: the browser cannot retry the logout any more.
+          if (pass === 'before') throw err;
+          log.warn({ err, browserId }, "a session created while its browser logged out may have outlived the logout (its sign-in has ended)");
+        }
       });
       identity.accounts.onEpochRaised((accountId) => activity.signInsChanged(accountId));
       const controlTokens = new ControlTokens(identity.keys, clock, publicUrl);

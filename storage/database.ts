@@ -12,7 +12,6 @@ export interface Database {
   browser_sessions: BrowserSessionTable;
   oauth_grants: OAuthGrantTable;
   oauth_codes: OAuthCodeTable;
-  browser_logouts: BrowserLogoutTable;
   oauth_refresh_tokens: OAuthRefreshTokenTable;
   oauth_consents: OAuthConsentTable;
   platform_admins: PlatformAdminTable;
@@ -157,12 +156,6 @@ export interface OAuthGrantTable {
   expires_at: Instant;
   revoked_at: NullableInstant;
   revoked_reason: NullableText;
-}
-
-export interface BrowserLogoutTable {
-  browser_id: string;
-  /** The browser's latest SSO logout. */
-  logged_out_at: Instant;
 }
 
 export interface OAuthCodeTable {

@@ -22,7 +22,6 @@ import * as journalRetention0017 from './migrations/0017-journal-retention.js';
 import * as sweepIndexes0018 from './migrations/0018-sweep-indexes.js';
 import * as endedActors0019 from './migrations/0019-ended-actors.js';
 import * as codesBySession0020 from './migrations/0020-codes-by-session.js';
-import * as browserLogouts0021 from './migrations/0021-browser-logouts.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -49,7 +48,6 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0018-sweep-indexes': sweepIndexes0018,
   '0019-ended-actors': endedActors0019,
   '0020-codes-by-session': codesBySession0020,
-  '0021-browser-logouts': browserLogouts0021,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -1,5 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { authorizationUrl, pkcePair, tokenRequest } from '../../client/oidc-client.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -9,8 +10,8 @@ import { startTestServer } from '../support/server.js';
 
 /**
  * Browser SSO logout racing the creation of a Runtime session in that browser. The logout looks for the browser's
- * sessions once, and a creation under way may commit after that look: it then finds the logout (recorded first) and
- * revokes the session it made. Either way no session of the browser outlives the logout.
+ * sessions, ends its page sessions and grants, and looks again; a creation checks its sign-in once its session exists.
+ * Whatever the interleaving, one of them sees the other, and no session of the browser outlives the logout.
  */
 let db: TestDatabase;
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -67,6 +68,59 @@ test('a session whose creation overlaps the browser logout is revoked: the creat
   again.sessionId = sessionId;
   assert.is(await sessionState(again), 'ended');
   await assertProblem(await again.activate(), 409, 'runtime_session_ended');
+});
+
+test('a sign-in made and used while the logout runs (its first look over) leaves no Runtime session alive: the second look finds it', async () => {
+  // A Runtime session the logout will find: its revocation is where the logout is held (after it looked).
+  const before = await lea.runtime(env);
+  assert.is((await before.createSession()).status, 201);
+  // A code authorized before the logout (the person agreed once already).
+  const { verifier, challenge } = pkcePair();
+  const { location } = await lea.browser.authorize(authorizationUrl(server.url, { clientId: env.clientId, redirectUri: env.redirectUri, challenge }));
+  const code = location!.searchParams.get('code')!;
+  assert.ok(code);
+
+  const host = server.services.host as unknown as Host;
+  const original = host.send;
+  let looked!: () => void;
+  const logoutLooked = new Promise<void>((resolve) => (looked = resolve));
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let holding = true;
+  host.send = function (this: unknown, kind, key, event) {
+    // Only the logout's first revocation is held (a fixed creation that revokes its own session must not wait).
+    if (holding && kind === 'runtime-lease' && event.type === 'lease.release') {
+      holding = false;
+      looked();
+      return held.then(() => original.call(this, kind, key, event));
+    }
+    return original.call(this, kind, key, event);
+  };
+  let during: RuntimeClient;
+  let created: Response;
+  try {
+    const loggingOut = logoutBrowser(server.url, lea);
+    await logoutLooked;
+    await new Promise((r) => setTimeout(r, 5));
+    const exchanged = await tokenRequest(server.url, { grant_type: 'authorization_code', client_id: env.clientId, code, redirect_uri: env.redirectUri, code_verifier: verifier });
+    assert.is(exchanged.status, 200, 'the page session is not revoked yet: the exchange goes through');
+    during = new RuntimeClient(server.url, String(exchanged.body.access_token), env.origin);
+    created = await during.createSession();
+    release();
+    assert.is((await loggingOut).status, 200);
+  } finally {
+    release();
+    host.send = original;
+  }
+  // The grant is revoked by the logout.
+  assert.is((await new RuntimeClient(server.url, during.accessToken, env.origin).createSession()).status, 401);
+
+  // Signed in again in the same browser: the session created during the logout must be ended.
+  assert.is((await lea.browser.openPageSession()).status, 204);
+  const again = new RuntimeClient(server.url, await lea.token(env), env.origin);
+  again.sessionId = during.sessionId;
+  const state = await sessionState(again);
+  assert.is(state, 'ended', `created during the logout (${created.status}), the session is ${state} after it and a new sign-in can use it`);
 });
 
 test.run();

@@ -120,7 +120,7 @@ test('the context is exactly one property `scope`: 1–96 characters of the patt
 test('the platform permission: a release that does not request plugin-grant:request gets no grant', async () => {
   const withoutPermission = { ...mediaPlugin, platformPermissions: mediaPlugin.platformPermissions.filter((p) => p !== 'plugin-grant:request') };
   const grants = new PluginGrants(db.connection.db, clock, undefined as never, async () => true, async () => withoutPermission);
-  const caller = { accountId: ada.accountId, actorId: 'act_x', environmentId: world.environmentId, origin: world.origin, grantId: 'g', browserId: 'b', signedInAt: clock.now() };
+  const caller = { accountId: ada.accountId, actorId: 'act_x', environmentId: world.environmentId, origin: world.origin, grantId: 'g', browserId: 'b' };
   try {
     await grants.issue(caller, { sessionId: 's', leaseId: 'l', leaseVersion: 1 }, 'plg_media', controlGrant(), []);
     assert.unreachable('issued');

@@ -29,8 +29,6 @@ test.before(async () => {
     INSERT INTO browser_sessions (id, kind, secret_hash, browser_id, account_id, account_epoch, created_at, expires_at)
     SELECT 'bs' || g, 'page', 'h' || g, 'brw' || g, 'acc', 1, now(), now() + interval '1 day' FROM generate_series(1, ${ROWS}::int) g`.execute(q);
   await sql`
-    INSERT INTO browser_logouts (browser_id, logged_out_at) SELECT 'brw' || g, now() FROM generate_series(1, ${ROWS}::int) g`.execute(q);
-  await sql`
     INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, scopes, created_at, last_used_at, expires_at)
     SELECT 'grt' || g, 'cli', 'cli', 'acc', 1, '[]'::jsonb, now(), now(), now() + interval '30 days' FROM generate_series(1, ${ROWS}::int) g`.execute(q);
   await sql`

@@ -140,8 +140,6 @@ export interface RuntimeCaller {
   readonly grantId: string;
   /** The browser the grant was issued in (for browser SSO logout); null for grants not made in a registry browser. */
   readonly browserId: string | null;
-  /** When the grant was made (ms): a logout of its browser since then has ended it. */
-  readonly signedInAt: number;
 }
 
 /**
