@@ -9,6 +9,8 @@ export type MediaErrorCode =
   | 'producer_not_found'
   | 'consumer_not_found'
   | 'invalid_source'
+  | 'invalid_parameters'
+  | 'transport_limit'
   | 'cannot_consume';
 
 export class MediaError extends Error {

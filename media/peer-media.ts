@@ -16,6 +16,8 @@ export interface PeerConsumer {
   readonly consumer: types.Consumer;
   /** The producer on the room's main router this consumer copies (the consumer itself may read a pipe of it). */
   readonly sourceProducerId: string;
+  /** The recv transport it is on. */
+  readonly transportId: string;
 }
 
 /**

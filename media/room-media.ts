@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { types } from 'mediasoup';
 import type { Logger } from 'pino';
+import { TRANSPORTS_PER_DIRECTION } from './control/media-control.messages.js';
 import { clientRtpCapabilities, producerRtpParameters, ROOM_MEDIA_CODECS, type EncryptionMode } from './media-codecs.js';
 import { MediaError } from './media-error.js';
 import { PeerMedia, type PeerTransport, type TransportDirection } from './peer-media.js';
@@ -62,8 +63,11 @@ export interface ConsumerParams {
   readonly rtpParameters: types.RtpParameters;
   readonly type: types.ConsumerType;
   readonly producerPaused: boolean;
-  /** Always true: the client resumes it (`resumeConsumer`) once its track is ready, so no keyframe is lost. */
-  readonly paused: true;
+  /**
+   * A new consumer starts paused: the client resumes it (`resumeConsumer`) once its track is ready, so no keyframe is
+   * lost. One asked for again is answered as it is.
+   */
+  readonly paused: boolean;
 }
 
 export interface ProducerClosed {
@@ -131,6 +135,10 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   #audioLevels: types.AudioLevelObserver | undefined;
   /** Recv transport placement runs one at a time, so concurrent joins do not all squeeze under one budget. */
   #placement: Promise<unknown> = Promise.resolve();
+  /** Consumers being made, by peer, transport and producer: a second ask while one is made waits for it. */
+  readonly #consuming = new Map<string, Promise<ConsumerParams>>();
+  /** Transports being made, by peer and direction: they count against TRANSPORTS_PER_DIRECTION until adopted. */
+  readonly #creating = new Map<string, number>();
   readonly #unsubscribe: () => void;
   #closed = false;
 
@@ -226,7 +234,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
       await (entry.transport as types.WebRtcTransport).connect({ dtlsParameters });
     } catch (error) {
       entry.connectCalled = false;
-      throw error;
+      throw refusedParameters(entry.transport, 'connect', error);
     }
   }
 
@@ -255,11 +263,13 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     if ((source === 'microphone' && request.kind !== 'audio') || (source === 'screen' && request.kind !== 'video')) {
       throw new MediaError('invalid_source', `a ${source} producer cannot be ${request.kind}`);
     }
-    const producer = await transport.produce({
-      kind: request.kind,
-      rtpParameters: producerRtpParameters(request.rtpParameters, this.encryption),
-      appData: { peerId, source },
-    });
+    const rtpParameters = producerRtpParameters(request.rtpParameters, this.encryption);
+    let producer: types.Producer;
+    try {
+      producer = await transport.produce({ kind: request.kind, rtpParameters, appData: { peerId, source } });
+    } catch (error) {
+      throw refusedParameters(transport, 'produce', error);
+    }
     if (peer.closed) {
       producer.close();
       throw new MediaError('peer_not_found', `peer ${peerId} left while producing`);
@@ -276,6 +286,20 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
    */
   async consume(peerId: string, transportId: string, producerId: string, rtpCapabilities: types.RtpCapabilities): Promise<ConsumerParams> {
     const peer = this.#peer(peerId);
+    // Asked again (a retry, or a hostile client): the consumer it has, not another copy of every packet.
+    for (const entry of peer.consumers.values()) {
+      if (entry.sourceProducerId === producerId && entry.transportId === transportId && !entry.consumer.closed) return consumerParams(entry.consumer, producerId);
+    }
+    const key = `${peerId}\n${transportId}\n${producerId}`;
+    const pending = this.#consuming.get(key);
+    if (pending) return pending;
+    const made = this.#consume(peer, transportId, producerId, rtpCapabilities).finally(() => this.#consuming.delete(key));
+    this.#consuming.set(key, made);
+    return made;
+  }
+
+  async #consume(peer: PeerMedia, transportId: string, producerId: string, rtpCapabilities: types.RtpCapabilities): Promise<ConsumerParams> {
+    const peerId = peer.peerId;
     const { transport, router } = peer.transport(transportId, 'recv');
     const source = this.#sources.get(producerId);
     if (!source) throw new MediaError('producer_not_found', `room ${this.roomId} has no producer ${producerId}`);
@@ -290,16 +314,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
       consumer.close();
       throw new MediaError(peer.closed ? 'peer_not_found' : 'producer_not_found', `consumer of ${producerId} outlived its peer or producer`);
     }
-    peer.addConsumer({ consumer, sourceProducerId: producerId });
-    return {
-      id: consumer.id,
-      producerId,
-      kind: consumer.kind,
-      rtpParameters: consumer.rtpParameters,
-      type: consumer.type,
-      producerPaused: consumer.producerPaused,
-      paused: true,
-    };
+    peer.addConsumer({ consumer, sourceProducerId: producerId, transportId });
+    return consumerParams(consumer, producerId);
   }
 
   async resumeConsumer(peerId: string, consumerId: string): Promise<void> {
@@ -353,15 +369,29 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     create: (router: types.Router) => Promise<T>,
   ): Promise<T> {
     const main = this.#main();
-    if (direction === 'send') return this.#adopt(peerId, direction, main, await create(main.router));
-    const placed = this.#placement.then(async () => {
-      const router = await this.#recvRouter();
-      const transport = await create(router.router);
-      router.addRecvTransport(transport);
-      return this.#adopt(peerId, direction, router, transport);
-    });
-    this.#placement = placed.catch(() => undefined);
-    return placed;
+    const key = `${peerId}\n${direction}`;
+    const creating = this.#creating.get(key) ?? 0;
+    let held = 0;
+    for (const entry of this.#peers.get(peerId)?.transports.values() ?? []) if (entry.direction === direction && !entry.transport.closed) held++;
+    if (held + creating >= TRANSPORTS_PER_DIRECTION) {
+      throw new MediaError('transport_limit', `peer ${peerId} already holds ${TRANSPORTS_PER_DIRECTION} ${direction} transports (leave and join again to start afresh)`);
+    }
+    this.#creating.set(key, creating + 1);
+    try {
+      if (direction === 'send') return this.#adopt(peerId, direction, main, await create(main.router));
+      const placed = this.#placement.then(async () => {
+        const router = await this.#recvRouter();
+        const transport = await create(router.router);
+        router.addRecvTransport(transport);
+        return this.#adopt(peerId, direction, router, transport);
+      });
+      this.#placement = placed.catch(() => undefined);
+      return await placed;
+    } finally {
+      const left = (this.#creating.get(key) ?? 1) - 1;
+      if (left > 0) this.#creating.set(key, left);
+      else this.#creating.delete(key);
+    }
   }
 
   #adopt<T extends PeerTransport['transport']>(peerId: string, direction: TransportDirection, router: RoomRouter, transport: T): T {
@@ -457,4 +487,26 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     this.#logger?.warn({ roomId: this.roomId, pid: event.pid, peers: peerIds.length, rebuilt }, 'room media lost a worker');
     this.emit('medialost', { type: 'media.lost', pid: event.pid, peerIds, rebuilt });
   }
+}
+
+function consumerParams(consumer: types.Consumer, producerId: string): ConsumerParams {
+  return {
+    id: consumer.id,
+    producerId,
+    kind: consumer.kind,
+    rtpParameters: consumer.rtpParameters,
+    type: consumer.type,
+    producerPaused: consumer.producerPaused,
+    paused: consumer.paused,
+  };
+}
+
+/**
+ * An error from the worker while it takes a client's parameters (a MID or SSRC already on the transport, simulcast
+ * on a codec without it, a malformed DTLS fingerprint) is the client's mistake; the worker says so only in a message.
+ * On a transport that closed meanwhile (the worker died, the peer left) it is not, and goes on as it is.
+ */
+function refusedParameters(transport: PeerTransport['transport'], step: string, error: unknown): unknown {
+  if (transport.closed || error instanceof MediaError) return error;
+  return new MediaError('invalid_parameters', `${step}: ${error instanceof Error ? error.message : String(error)}`);
 }

@@ -1,5 +1,5 @@
 import { asyncApiMessages } from '../../transport/ws/asyncapi-messages.js';
-import { MEDIA_LIMITS, MediaCloseCode, MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from './media-control.messages.js';
+import { MEDIA_LIMITS, MediaCloseCode, MediaV2ClientMessageSchema, MediaV2ServerMessageSchema, TRANSPORTS_PER_DIRECTION } from './media-control.messages.js';
 import { MEDIA_CONTROL_PATH } from './media-control.socket.js';
 import { DIRECT_CALLS_PER_PERSON } from './media-rooms.js';
 
@@ -22,11 +22,12 @@ const REFUSALS =
   'left without `room.leave` until their reconnect grace ends; refused before the room exists); `policy_invalid` (the configuration ' +
   'fails the Media policy check); `publisher_denied` (the Environment backend did not allow publishing); ' +
   '`e2ee_not_used` (key envelopes only in `sfu_blind` rooms); `target_not_connected`; `media_grant_invalid` ' +
-  '(`grant.refresh` with a grant that is not live, lacks `media:connect`, or is for someone or somewhere else); ' +
-  '`media_unavailable` (this node cannot host the room\'s media right now); `transport_not_found`, ' +
+  '(`grant.refresh` with a grant that is not live, lacks a scope of the current one, or is for someone or somewhere else); ' +
+  '`media_unavailable` (this node cannot host the room\'s media right now); `transport_limit` (already ' +
+  `${TRANSPORTS_PER_DIRECTION} transports of that direction: leave and join again); \`transport_not_found\`, ` +
   '`transport_wrong_direction`, `transport_already_connected`, `producer_not_found`, `consumer_not_found`, ' +
   '`cannot_consume` (the receiver\'s capabilities cannot take that producer), `invalid_media_parameters` (malformed ' +
-  'or unsupported RTP/DTLS parameters or capabilities); `runtime_coordination_unavailable` (the stores did not answer: ' +
+  'or unsupported RTP/DTLS parameters or capabilities, a MID or SSRC already on the transport); `runtime_coordination_unavailable` (the stores did not answer: ' +
   'retry); `internal_error` (a failure of ours, logged under the error\'s `requestId`).';
 
 const CLOSE_CODES =

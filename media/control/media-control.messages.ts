@@ -11,6 +11,13 @@ import * as z from 'zod';
  */
 export const MEDIA_PROTOCOL_VERSION = 'media-v2';
 
+/**
+ * Transports one member may hold in each direction (ours, not the contract's): a client uses one, and may make a second
+ * when the first failed (the protocol has no transport.close; leaving the room closes them). Each recv transport
+ * reserves consumers in a router's budget, so without a bound one listener could make the room add routers.
+ */
+export const TRANSPORTS_PER_DIRECTION = 2;
+
 const RequestId = z.string().min(1).max(64).describe('Chosen by the client; the server echoes it on the one `response` to this request.');
 const MediaId = z.string().min(1).max(64);
 const MemberId = z.string().min(1).max(64).describe("A member's pairwise actor id in the Environment.");
@@ -19,6 +26,20 @@ const MemberId = z.string().min(1).max(64).describe("A member's pairwise actor i
  * SFU validates them and a malformed one is answered `invalid_media_parameters`.
  */
 const MediaParameters = z.looseObject({}).describe('A mediasoup-client parameter object, passed to the SFU as given.');
+
+/**
+ * mediasoup has no validator of its own for these (it has for RTP parameters and capabilities), and the worker is no
+ * place to find out that a fingerprint is null: checked here, as the protocol's own shape.
+ */
+const DtlsParameters = z
+  .looseObject({
+    role: z.enum(['auto', 'client', 'server']).optional(),
+    fingerprints: z
+      .array(z.strictObject({ algorithm: z.enum(['sha-1', 'sha-224', 'sha-256', 'sha-384', 'sha-512']), value: z.string().regex(/^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){15,63}$/) }))
+      .min(1)
+      .max(8),
+  })
+  .describe('The DTLS parameters of the client side (mediasoup-client `dtlsParameters`): an optional role and 1 to 8 certificate fingerprints.');
 
 export const MediaSourceSchema = z.enum(['microphone', 'screen']);
 export type MediaSource = z.infer<typeof MediaSourceSchema>;
@@ -30,11 +51,11 @@ function request<T extends string, S extends z.core.$ZodLooseShape>(type: T, sha
 export const MediaV2ClientMessageSchema = z.discriminatedUnion('type', [
   request('room.join', { rtpCapabilities: MediaParameters }, "Join the room of the grant's context scope (a space, or a direct call). Answered with the router's RTP capabilities and the member's own view; a member inside its reconnect grace resumes its seat, role and hand."),
   request('room.leave', {}, 'Leave for good: the seat, hand and any offer are given up at once (no grace).'),
-  request('transport.create', { direction: z.enum(['send', 'recv']) }, 'Create a WebRTC transport; answered with its id, ICE and DTLS parameters.'),
-  request('transport.connect', { transportId: MediaId, dtlsParameters: MediaParameters }, "Complete a transport's DTLS setup."),
+  request('transport.create', { direction: z.enum(['send', 'recv']) }, `Create a WebRTC transport; answered with its id, ICE and DTLS parameters. A member holds at most ${TRANSPORTS_PER_DIRECTION} per direction (\`transport_limit\`); leaving the room closes them.`),
+  request('transport.connect', { transportId: MediaId, dtlsParameters: DtlsParameters }, "Complete a transport's DTLS setup."),
   request('produce', { transportId: MediaId, kind: z.enum(['audio', 'video']), source: MediaSourceSchema, rtpParameters: MediaParameters }, 'Publish the microphone (needs a seat) or the screen (needs to be the sharer). Needs grant scope `media:publish`; a space with a `roleAuthorityUrl` asks the Environment backend first, and any failure there refuses.'),
   request('producer.close', { producerId: MediaId }, 'Stop publishing one source.'),
-  request('consume', { transportId: MediaId, producerId: MediaId }, "Receive another member's producer on a recv transport; the consumer starts paused."),
+  request('consume', { transportId: MediaId, producerId: MediaId }, "Receive another member's producer on a recv transport; the consumer starts paused. Asked again for the same producer and transport, answered with the same consumer."),
   request('consumer.resume', { consumerId: MediaId }, 'Start a paused consumer once the client has set it up.'),
   request('hand.raise', {}, 'Join the ordered raise-hand queue (`raiseHand: enabled` only; scope `media:request-speak`).'),
   request('hand.lower', {}, 'Leave the raise-hand queue.'),

@@ -218,8 +218,18 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
           // Closed meanwhile: onClose has dropped the connection's subscriptions and timer; following it again would leak them.
           if (conn.closed) return;
           const current = conn.user.grant;
-          if (!fresh || fresh.component !== MEDIA_CONTROL_COMPONENT || !fresh.scopes.includes('media:connect') || fresh.environmentId !== current.environmentId || fresh.actorId !== current.actorId || fresh.context.scope !== current.context.scope || fresh.origin !== current.origin) {
-            return fail('media_grant_invalid', 'the new grant must be live, hold media:connect, and be for the same person, Environment, origin and scope');
+          // Every scope the connection holds, kept: what the connection made under a scope (a producer under
+          // media:publish) must not outlive the grant that carried it, and a narrower grant would leave it running.
+          if (
+            !fresh ||
+            fresh.component !== MEDIA_CONTROL_COMPONENT ||
+            !current.scopes.every((scope) => fresh.scopes.includes(scope)) ||
+            fresh.environmentId !== current.environmentId ||
+            fresh.actorId !== current.actorId ||
+            fresh.context.scope !== current.context.scope ||
+            fresh.origin !== current.origin
+          ) {
+            return fail('media_grant_invalid', 'the new grant must be live, be for the same person, Environment, origin and scope, and hold every scope of the current one (to narrow, connect again with the narrower grant)');
           }
           conn.user.grant = fresh;
           conn.user.grantToken = message.grant;

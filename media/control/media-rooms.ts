@@ -105,6 +105,8 @@ const MEDIA_ERROR_CODES: Readonly<Record<MediaError['code'], string>> = {
   producer_not_found: 'producer_not_found',
   consumer_not_found: 'consumer_not_found',
   invalid_source: 'invalid_media_parameters',
+  invalid_parameters: 'invalid_media_parameters',
+  transport_limit: 'transport_limit',
   cannot_consume: 'cannot_consume',
 };
 

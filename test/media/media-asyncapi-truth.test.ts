@@ -82,7 +82,7 @@ test('refusal codes the server answers on `response.error.code` are not in the d
   const notJoined = await conn.request('transport.create', { direction: 'send' });
   assert.is(notJoined.ok, false);
   assert.ok((await conn.request('room.join', { rtpCapabilities: {} })).ok);
-  const noTransport = await conn.request('transport.connect', { transportId: 'nope', dtlsParameters: { fingerprints: [] } });
+  const noTransport = await conn.request('transport.connect', { transportId: 'nope', dtlsParameters: { fingerprints: [{ algorithm: 'sha-256', value: Array(32).fill('AB').join(':') }] } });
   const noE2ee = await conn.request('e2ee.key', { to: 'act_x', envelope: 'x' });
   conn.close();
   const codes = [notJoined.error?.code, noTransport.error?.code, noE2ee.error?.code];

@@ -1,0 +1,64 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { RuntimeClient } from '../../client/runtime-client.js';
+import { productParts } from '../../server/main.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import type { TestEnvironment } from '../support/runtime.js';
+import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * Parameters that pass mediasoup's validator but that the worker refuses (a MID or SSRC the send transport already
+ * carries, simulcast rids on opus), and DTLS parameters of the wrong shape, are the client's mistake: answered
+ * invalid_media_parameters (DTLS: validation_failed before anything runs), never internal_error (the server-failure
+ * answer, logged at error level with a stack).
+ */
+let db: TestDatabase;
+let server: Awaited<ReturnType<typeof startTestServer>>;
+let world: TestEnvironment;
+let modPage: RuntimeClient;
+
+const opus = { mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 };
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
+  ({ world, modPage } = await mediaWorld(server, 'media-review-produce', {
+    directCalls: { enabled: false },
+    spaces: [
+      {
+        id: 'meet',
+        policy: { mode: 'meeting', maxParticipants: 10, maxSpeakerSeats: 4, floorControl: 'open', raiseHand: 'disabled', screenShare: 'speakers', guestPolicy: 'account_required', encryption: 'transport', reconnectGraceSeconds: 5 },
+      },
+    ],
+  }));
+});
+test.after(async () => {
+  await server.stop('test over');
+  await db.drop();
+});
+
+test('produce with a MID / SSRC already on the transport, simulcast opus: invalid_media_parameters; a null DTLS fingerprint: validation_failed; never internal_error', async () => {
+  const speaker = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'meet'), world.origin);
+  assert.is((await speaker.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const transportId = (await speaker.request('transport.create', { direction: 'send' })).result?.transportId as string;
+  const first = await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '0', codecs: [opus], encodings: [{ ssrc: 1111 }] } });
+  assert.is(first.ok, true, JSON.stringify(first.error));
+  const codes: Record<string, string | undefined> = {};
+  // A client retrying its produce (same MID), or a hostile one.
+  codes.sameMid = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '0', codecs: [opus], encodings: [{ ssrc: 2222 }] } })).error?.code;
+  codes.sameSsrc = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '1', codecs: [opus], encodings: [{ ssrc: 1111 }] } })).error?.code;
+  codes.simulcastOpus = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '2', codecs: [opus], encodings: [{ rid: 'a' }, { rid: 'b' }] } })).error?.code;
+  // A hostile DTLS parameter object: refused by the protocol's schema (an unreadable message has no response).
+  speaker.sendRaw(JSON.stringify({ type: 'transport.connect', id: 'bad-dtls', transportId, dtlsParameters: { fingerprints: [null] } }));
+  const refusal = await waitFor(() => speaker.pushes.find((p) => p.type === 'error'), 'the refusal of the malformed DTLS parameters');
+  codes.nullFingerprint = refusal.type === 'error' ? refusal.code : undefined;
+  // Still usable afterwards, and a well-formed connect goes through.
+  const fingerprint = Array.from({ length: 32 }, () => 'AB').join(':');
+  assert.is((await speaker.request('transport.connect', { transportId, dtlsParameters: { role: 'client', fingerprints: [{ algorithm: 'sha-256', value: fingerprint }] } })).ok, true);
+  speaker.close();
+  assert.equal(codes, { sameMid: 'invalid_media_parameters', sameSsrc: 'invalid_media_parameters', simulcastOpus: 'invalid_media_parameters', nullFingerprint: 'validation_failed' });
+});
+
+test.run();
