@@ -83,7 +83,10 @@ export class PeerMedia {
     return entry;
   }
 
-  /** Forgets the transports on `routers` (their worker died, so mediasoup already closed them); true if it had any. */
+  /**
+   * Forgets the transports on `routers` (their worker died, so mediasoup already closed them) and, if it had any, closes
+   * the rest; true if it had any.
+   */
   dropTransportsOn(routers: ReadonlySet<RoomRouter>): boolean {
     let had = false;
     for (const [id, entry] of this.#transports) {
@@ -92,6 +95,9 @@ export class PeerMedia {
       this.#transports.delete(id);
       had = true;
     }
+    // The peer is told to make all of its media again (media.reset): what survived on other routers would only linger,
+    // holding producers nobody sends to and places under TRANSPORTS_PER_DIRECTION its new transports need.
+    if (had) for (const id of [...this.#transports.keys()]) this.closeTransport(id);
     return had;
   }
 

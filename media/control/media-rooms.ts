@@ -480,8 +480,8 @@ export class MediaRooms implements MediaRoomsPort {
     }
     const live: LiveRoom = { key, media, policy, members: new Map(), joining: new Set(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
     media.on('producerclosed', (closed) => {
-      live.producers.delete(closed.producerId);
-      this.#broadcast(live, { type: 'producer.removed', producerId: closed.producerId });
+      // Once per producer, whether its close or a lost worker (below) told first.
+      if (live.producers.delete(closed.producerId)) this.#broadcast(live, { type: 'producer.removed', producerId: closed.producerId });
     });
     media.on('medialost', (lost) => {
       for (const peerId of lost.peerIds) live.members.get(peerId)?.send({ type: 'media.reset', reason: 'worker_lost' });
