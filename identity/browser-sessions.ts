@@ -174,6 +174,8 @@ export class BrowserSessions {
     const at = new Date(this.#clock.now());
     await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, 'before')));
     const ended = await this.#db.transaction().execute(async (trx) => {
+      // Locked in id order first, as a code exchange holds them (oauth-grants.ts): the two never wait on each other in a circle.
+      await trx.selectFrom('browser_sessions').select('id').where('browser_id', '=', browserId).where('revoked_at', 'is', null).orderBy('id').forUpdate().execute();
       const sessions = await trx
         .updateTable('browser_sessions')
         .set({ revoked_at: at, revoked_reason: reason })

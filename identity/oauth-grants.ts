@@ -157,8 +157,10 @@ WITH input AS (
   -- The authorizing page sessions, held (FOR SHARE) until this statement commits: a browser logout revokes them first,
   -- so it either waits for this exchange and then revokes the grant it made, or this exchange waits for the logout
   -- and finds them revoked. Without the hold, a grant made while a logout ran was missed by it.
+  -- In id order, as the logout takes them: a batch holding codes of two sessions of one browser cannot deadlock with it.
   SELECT s.id FROM browser_sessions s
    WHERE s.id IN (SELECT c.session_id FROM oauth_codes c JOIN input ON c.code_hash = input.code_hash) AND s.revoked_at IS NULL
+   ORDER BY s.id
    FOR SHARE OF s
 ), consumed AS (
   UPDATE oauth_codes c SET used_at = input.at, grant_id = input.grant_id
