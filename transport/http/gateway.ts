@@ -155,6 +155,10 @@ export class HttpGateway {
       : match.kind === 'method_not_allowed' ? match.corsMethods.length > 0
       : match.kind === 'bad_path' && match.cors;
     let allowedOrigin: string | undefined;
+    // uWS hands the body bytes that arrive before onData is set to nobody: reading starts here, before the first await
+    // (the origin lookup below may query Postgres); a refusal of the body (413) is answered where it is awaited.
+    const bodyRead = match.kind === 'found' ? readBody(res, request.headers, match.route.maxBodyBytes ?? this.#options.maxBodyBytes, state) : undefined;
+    bodyRead?.catch(() => {});
     // Returns early (preflight, an aborted body read) or with the route's reply; a throw becomes an error reply below.
     const dispatch = async (): Promise<Reply | undefined> => {
       // Decided before anything runs: a lookup failure must refuse the request, not hide a result it produced.
@@ -189,7 +193,7 @@ export class HttpGateway {
       operation = route.operationId;
       format = route.errorFormat;
       if (route.rateLimit?.by === 'address') this.#limit(route, `${route.operationId} ${request.remoteAddress}`);
-      const body = await readBody(res, request.headers, route.maxBodyBytes ?? this.#options.maxBodyBytes, state);
+      const body = await bodyRead!;
       if (state.aborted) return undefined;
       const incoming: IncomingRequest = { ...request, body };
       const principal = await this.#authenticate(route, incoming);
