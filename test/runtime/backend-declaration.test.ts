@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { declareBackend, installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /** Through HTTP: a settings value off its grid is refused; Environment Backend Grants follow their Environment's declaration. */
@@ -30,12 +30,7 @@ test.after(async () => {
   await db.drop();
 });
 
-const declare = (body: unknown) =>
-  fetch(`${server.opsUrl}/registry/environments/${world.environmentId}/backend`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
-    body: JSON.stringify(body),
-  });
+const declare = (body: unknown) => declareBackend(server.opsUrl, world.environmentId, body);
 const introspect = async (grant: string, endpoint: string) =>
   jsonOf(await fetch(`${server.url}/v1/runtime/environment-backend/grants/introspect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ grant, endpoint }) }));
 

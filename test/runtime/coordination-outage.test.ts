@@ -10,7 +10,7 @@ import { productParts } from '../../server/main.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../../storage/embedded-postgres.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem } from '../support/identity.js';
-import { LONG_LEASE_ENV, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { declareBackend, LONG_LEASE_ENV, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -219,11 +219,7 @@ test.before(async () => {
   server = await startTestServer(postgres.urlFor('registry'), productParts, LONG_LEASE_ENV);
   gina = await runtimePerson(server, 'gina');
   env = await testEnvironment(server.opsUrl, 'outage-world', 'gina');
-  const declared = await fetch(`${server.opsUrl}/registry/environments/${env.environmentId}/backend`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
-    body: JSON.stringify({ endpoint: ENDPOINT, scopes: ['a:read'] }),
-  });
+  const declared = await declareBackend(server.opsUrl, env.environmentId, { endpoint: ENDPOINT, scopes: ['a:read'] });
   assert.is(declared.status, 200, await declared.clone().text());
   superseded = await (await gina.runtime(env)).open();
   active = await (await gina.runtime(env)).open();

@@ -6,7 +6,7 @@ import { ENDED_GRANT_RETENTION_MS, sweepEndedRuntimeGrants } from '../../runtime
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
-import { installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { declareBackend, installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /**
@@ -30,11 +30,7 @@ test.before(async () => {
   pete.device.now = () => clock.now();
   world = await testEnvironment(server.opsUrl, 'retention-world', 'pete');
   await installPlugin(server.opsUrl, world.environmentId, 'plg_media');
-  const declared = await fetch(`${server.opsUrl}/registry/environments/${world.environmentId}/backend`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
-    body: JSON.stringify({ endpoint: ENDPOINT, scopes: ['orders:read'] }),
-  });
+  const declared = await declareBackend(server.opsUrl, world.environmentId, { endpoint: ENDPOINT, scopes: ['orders:read'] });
   assert.is(declared.status, 200);
 });
 test.after(async () => {

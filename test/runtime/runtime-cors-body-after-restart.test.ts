@@ -4,7 +4,7 @@ import * as assert from 'uvu/assert';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
+import { declareBackend, LONG_LEASE_ENV, runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /**
@@ -35,11 +35,7 @@ test.before(async () => {
   const pete = await runtimePerson(server, 'pete');
   world = await testEnvironment(server.opsUrl, 'restart-world', 'pete');
   page = await (await pete.runtime(world)).open();
-  const declared = await fetch(`${server.opsUrl}/registry/environments/${world.environmentId}/backend`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
-    body: JSON.stringify({ endpoint: ENDPOINT, scopes: ['orders:read'] }),
-  });
+  const declared = await declareBackend(server.opsUrl, world.environmentId, { endpoint: ENDPOINT, scopes: ['orders:read'] });
   assert.is(declared.status, 200);
 });
 test.after(async () => {

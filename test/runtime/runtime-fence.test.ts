@@ -6,7 +6,7 @@ import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertApiError, assertProblem } from '../support/identity.js';
-import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { declareBackend, logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
@@ -36,12 +36,7 @@ test.after(async () => {
   await db.drop();
 });
 
-const declare = (environmentId: string, body: unknown) =>
-  fetch(`${server.opsUrl}/registry/environments/${environmentId}/backend`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
-    body: JSON.stringify(body),
-  });
+const declare = (environmentId: string, body: unknown) => declareBackend(server.opsUrl, environmentId, body);
 const grant = (client: RuntimeClient, body: unknown = { scopes: ['orders:read'], context: { table: 7 } }) =>
   client.fenced('/v1/runtime/environment-backend/grants', { method: 'POST', body });
 const introspect = async (token: string, endpoint = ENDPOINT) =>

@@ -74,6 +74,15 @@ export async function installPlugin(opsUrl: string, environmentId: string, plugi
   if (res.status !== 200) throw new Error(`plugin install: ${res.status} ${await res.text()}`);
 }
 
+/** Declares (or re-declares) an Environment's backend through the operator listener, as `registry-admin` does. */
+export function declareBackend(opsUrl: string, environmentId: string, body: unknown): Promise<Response> {
+  return fetch(`${opsUrl}/registry/environments/${environmentId}/backend`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', 'x-operator-name': 'test-operator' },
+    body: JSON.stringify(body),
+  });
+}
+
 /**
  * A page's session state as `GET /v1/runtime/session` tells it: the body's status when active; otherwise the 409's
  * code names it (`standby`, `superseded`, `ended`), since only an active session may read itself.
