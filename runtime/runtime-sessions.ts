@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { ActorHost } from '../actors/actor-host.js';
 import type { Clock } from '../actors/clock.js';
 import { RUNTIME_LEASE_KIND, RUNTIME_SESSION_KIND, type LeaseEnded } from '../actors/runtime.actors.js';
+import type { LogoutPass } from '../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
 import { openRefusal, type LeaseHolder, type RuntimeLeaseContext, type RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
@@ -58,9 +59,6 @@ const problem = (status: number, code: string, message: string, family: 'runtime
  * its activation is under way, and could take the lease (evicting the person's live Runtime) after it ended.
  */
 const ACTIVATION_MARGIN_MS = 10_000;
-
-/** An index row of a session still not created this long after the row was written: its creation failed. */
-const CREATION_OVER_MS = 60_000;
 
 /** Why a session that is not active cannot make an active-only call. */
 const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>, endedReason: string | null = null): HttpError => {
@@ -303,8 +301,11 @@ export class RuntimeSessions {
     this.#o.activity.signedOut(sessionId);
   }
 
-  /** Browser SSO logout: every Runtime session opened in that browser is revoked, and its lease freed. */
-  async revokeBrowser(browserId: string): Promise<number> {
+  /**
+   * Browser SSO logout: every Runtime session opened in that browser is revoked, and its lease freed. Called twice by a
+   * logout (see BrowserSessions.onLogout): `before` its sign-ins end, and `after`.
+   */
+  async revokeBrowser(browserId: string, pass: LogoutPass): Promise<number> {
     const rows = await this.#o.db.selectFrom('runtime_session_browsers').select('session_id').where('browser_id', '=', browserId).execute();
     // Every session is tried even when one fails, so a retried logout has only the failed ones left to do.
     const outcomes = await Promise.allSettled(
@@ -318,15 +319,18 @@ export class RuntimeSessions {
     );
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failed) throw failed.reason;
-    // Ended sessions need no index: a later logout of the same browser has nothing to find there. A session not created
-    // yet keeps its row, so the logout's second look finds it; one whose creation failed long ago does not.
-    const handled = rows.map((r) => r.session_id).filter((_, i) => (outcomes[i] as PromiseFulfilledResult<boolean | 'unborn'>).value !== 'unborn');
-    const creationOver = new Date(this.#o.clock.now() - CREATION_OVER_MS);
-    await this.#o.db
-      .deleteFrom('runtime_session_browsers')
-      .where('browser_id', '=', browserId)
-      .where((eb) => eb.or([eb('session_id', 'in', handled.length > 0 ? handled : ['']), eb('created_at', '<', creationOver)]))
-      .execute();
+    // Ended sessions need no index: a later logout of the same browser has nothing to find there. Before the sign-ins
+    // end, only the rows of sessions this pass dealt with go: one not created yet (however long its creation takes), or
+    // written since the rows were read, stays for the second look. After, every row goes, since a creation still under
+    // way then checks its sign-in once its session exists and finds it ended (and the rows of creations that failed,
+    // or of retired sessions, go with them).
+    let rowsGone = this.#o.db.deleteFrom('runtime_session_browsers').where('browser_id', '=', browserId);
+    if (pass === 'before') {
+      const handled = rows.map((r) => r.session_id).filter((_, i) => (outcomes[i] as PromiseFulfilledResult<boolean | 'unborn'>).value !== 'unborn');
+      if (handled.length === 0) return 0;
+      rowsGone = rowsGone.where('session_id', 'in', handled);
+    }
+    await rowsGone.execute();
     return outcomes.filter((o) => o.status === 'fulfilled' && o.value === true).length;
   }
 

@@ -105,7 +105,7 @@ export function runtimeFeature(): ServerParts {
       idleExpired = sessions.idleExpired;
       identity.sessions.onLogout(async (browserId, pass) => {
         try {
-          const revoked = await sessions.revokeBrowser(browserId);
+          const revoked = await sessions.revokeBrowser(browserId, pass);
           if (revoked > 0) log.info({ revoked, pass }, 'runtime sessions revoked by browser logout');
         } catch (err) {
           // The second look follows the sign-in's end: the browser cannot retry the logout any more.

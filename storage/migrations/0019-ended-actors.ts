@@ -11,8 +11,10 @@ const RETIREMENT_MAY_DELETE = `
 /**
  * Ended actors (a released or revoked Runtime session) are removed a retention period after their end
  * (storage/postgres/actor-retirement.ts), found by `ended_at`, which the commit that ends an actor stores with its
- * snapshot. The partial index holds only ended actors; an operator may build it first without blocking (`CREATE
- * INDEX CONCURRENTLY actor_snapshots_ended ON actor_snapshots (ended_at) WHERE ended_at IS NOT NULL`).
+ * snapshot. The partial index holds only ended actors; on a large table an operator may add the column (instant: it
+ * is nullable, with no default) and build the index first without blocking writes (`ALTER TABLE actor_snapshots ADD
+ * COLUMN ended_at timestamptz`, then `CREATE INDEX CONCURRENTLY actor_snapshots_ended ON actor_snapshots (ended_at)
+ * WHERE ended_at IS NOT NULL`); the migration then finds both.
  *
  * Runtime sessions that ended before this migration are given `ended_at`: from their stored snapshot where it shows
  * the end (the context's `endedAt`), otherwise from the first ending event in the journal after it. Before this
@@ -25,7 +27,7 @@ const RETIREMENT_MAY_DELETE = `
  * journal first and the snapshot row after, so the guard always finds the row it checks.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await sql`ALTER TABLE actor_snapshots ADD COLUMN ended_at timestamptz`.execute(db);
+  await sql`ALTER TABLE actor_snapshots ADD COLUMN IF NOT EXISTS ended_at timestamptz`.execute(db);
   await sql`CREATE INDEX IF NOT EXISTS actor_snapshots_ended ON actor_snapshots (ended_at) WHERE ended_at IS NOT NULL`.execute(db);
   await sql`
     UPDATE actor_snapshots SET ended_at = to_timestamp((snapshot->'context'->>'endedAt')::float8 / 1000)

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authorizationUrl, pkcePair, tokenRequest } from '../../client/oidc-client.js';
@@ -7,6 +8,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { assertProblem } from '../support/identity.js';
 import { LONG_LEASE_ENV, logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * Browser SSO logout racing the creation of a Runtime session in that browser. The logout looks for the browser's
@@ -121,6 +123,63 @@ test('a sign-in made and used while the logout runs (its first look over) leaves
   again.sessionId = during.sessionId;
   const state = await sessionState(again);
   assert.is(state, 'ended', `created during the logout (${created.status}), the session is ${state} after it and a new sign-in can use it`);
+});
+
+test('a creation however slow (its index row two minutes old) overlapping a logout leaves no live session behind', async () => {
+  const page = await lea.runtime(env);
+  const host = server.services.host as unknown as Host;
+  const original = host.send;
+  let arrived!: (sessionId: string) => void;
+  const createArrived = new Promise<string>((resolve) => (arrived = resolve));
+  let releaseCreate!: () => void;
+  const createHeld = new Promise<void>((resolve) => (releaseCreate = resolve));
+  host.send = function (this: unknown, kind, key, event) {
+    if (kind === 'runtime-session' && event.type === 'session.create') {
+      arrived(key);
+      return createHeld.then(() => original.call(this, kind, key, event));
+    }
+    return original.call(this, kind, key, event);
+  };
+  let releaseLock!: () => void;
+  const lockHeld = new Promise<void>((resolve) => (releaseLock = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  let lockTx: Promise<void> | undefined;
+  try {
+    const creating = page.createSession();
+    const sessionId = await createArrived;
+    // The creation has been running for over a minute (its index row says so).
+    await sql`UPDATE runtime_session_browsers SET created_at = now() - interval '2 minutes' WHERE session_id = ${sessionId}`.execute(db.connection.db);
+    // Hold the logout between its first look and its grant revocation (its transaction locks the page sessions first).
+    lockTx = db.connection.db.transaction().execute(async (trx) => {
+      await sql`SELECT id FROM browser_sessions WHERE revoked_at IS NULL FOR UPDATE`.execute(trx);
+      locked();
+      await lockHeld;
+    });
+    await lockTaken;
+    const loggingOut = logoutBrowser(server.url, lea);
+    // The logout's first look is over once its transaction waits for the page sessions' row locks.
+    const logoutWaiting = async () =>
+      (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%browser_sessions%for update%'`.execute(db.connection.db)).rows[0]!.n > 0;
+    await waitFor(logoutWaiting, 'the logout to have looked once and to wait on the page sessions');
+    // The slow creation now finishes: its session commits and its sign-in is still live.
+    releaseCreate();
+    const created = await creating;
+    releaseLock();
+    await lockTx;
+    assert.is((await loggingOut).status, 200);
+    assert.is(created.status, 201, 'the creation finished before the grant was revoked');
+
+    assert.is((await lea.browser.openPageSession()).status, 204);
+    const again = new RuntimeClient(server.url, await lea.token(env), env.origin);
+    again.sessionId = sessionId;
+    assert.is(await sessionState(again), 'ended', 'a Runtime session of the browser outlived its logout');
+  } finally {
+    releaseCreate();
+    releaseLock();
+    await lockTx?.catch(() => {});
+    host.send = original;
+  }
 });
 
 test.run();

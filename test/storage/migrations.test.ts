@@ -100,6 +100,15 @@ test('0019 gives ended Runtime sessions their end, from the snapshot or the jour
     ]);
   }));
 
+test("0019's index built first, as its comment tells operators (column, then CREATE INDEX CONCURRENTLY): 0019 then applies", () =>
+  withDatabase(async (db) => {
+    const { db: kdb } = db.connection;
+    await migrateTo(kdb, '0018-sweep-indexes');
+    await sql`ALTER TABLE actor_snapshots ADD COLUMN ended_at timestamptz`.execute(kdb);
+    await sql`CREATE INDEX CONCURRENTLY actor_snapshots_ended ON actor_snapshots (ended_at) WHERE ended_at IS NOT NULL`.execute(kdb);
+    await migrateTo(kdb, '0019-ended-actors');
+  }));
+
 test('four servers migrating a fresh database at once: one applies every migration, none fails', () =>
   withDatabase(async (db) => {
     await migrateTo(db.connection.db, MIGRATIONS[0]!);
