@@ -3,9 +3,8 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { DeviceClient } from '../../client/device-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolAnother, enrolFirst, startEnrolment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * An enrolment admitted by a device, but not yet completed, is not a device of the account yet. Removing the
@@ -13,18 +12,10 @@ import { startTestServer } from '../support/server.js';
  * admits a device of the thief's just before the owner signs it out, and the thief's device joins afterwards, under
  * the new epoch, with a passport.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts, {}, clock);
 
 const complete = (device: DeviceClient, started: Record<string, string>) =>
   device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce }, { bindBody: true });

@@ -1,26 +1,17 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { assertProblem, enrolFirst } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Each device's share of the replay guard, through the public API: a device past it is refused with 429
  * `device_assertion_quota_exceeded` and a Retry-After, and only that device (DEVICE_ASSERTIONS_PER_DEVICE, small here).
  */
 const SHARE = 10;
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { DEVICE_ASSERTIONS_PER_DEVICE: String(SHARE) });
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts, { DEVICE_ASSERTIONS_PER_DEVICE: String(SHARE) });
 
 test('a device past its share of remembered assertion ids is refused 429 with Retry-After; another device is served', async () => {
   const busy = await enrolFirst(server.url, 'busy-bea');

@@ -3,9 +3,8 @@ import * as assert from 'uvu/assert';
 import { authorizationUrl, pkcePair, RegistryBrowser } from '../../client/oidc-client.js';
 import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolAnother, enrolFirst } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * A device being removed never comes away with material that outlives its removal: the desktop management session and
@@ -13,17 +12,9 @@ import { startTestServer } from '../support/server.js';
  * device check just before the removal gets a session the removal (which raises the epoch) ends. Bound to an epoch read
  * afterwards, such sessions survived it: a stolen laptop could keep a management bearer or a page session.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts);
 
 test('a desktop management session requested by a device while it is being removed does not work after the removal', async () => {
   const survivors: string[] = [];

@@ -6,27 +6,20 @@ import { ManualClock } from '../../actors/clock.js';
 import { DeviceClient } from '../../client/device-client.js';
 import { AssertionUses } from '../../identity/assertion-uses.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem, enrolFirst, startEnrolment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { startTestServer, withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /** Device plane through HTTP: enrolment, device assertions, devices, passports. Refusals first. */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 // The server's clock starts at real time (assertions carry real time) and is moved by hand for expiry.
 const clock = new ManualClock(Date.now());
 const now = (): number => Math.floor(clock.now() / 1000);
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ db, server } = started), productParts, {}, clock);
 
 async function introspect(passport: string): Promise<Record<string, unknown>> {
   const res = await fetch(`${server.url}/v1/auth/passports/introspect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ passport }) });

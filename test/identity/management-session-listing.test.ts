@@ -5,27 +5,18 @@ import { ManualClock } from '../../actors/clock.js';
 import { cliSignIn, RegistryBrowser, tokenRequest } from '../../client/oidc-client.js';
 import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolAnother, enrolFirst } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * `GET /v1/auth/management-sessions` is "Active CLI OAuth grants of the caller". A CLI sign-in made under an
  * older account epoch no longer works (its tokens are refused online, its refresh token is refused), so it is not
  * active and must not be listed as a live session.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts, {}, clock);
 
 test('a CLI sign-in ended by a raised account epoch is not listed among the active management sessions', async () => {
   const bob = await enrolFirst(server.url, 'bobby');

@@ -5,27 +5,22 @@ import type { DeviceClient } from '../../client/device-client.js';
 import { authorizationUrl, cliSignIn, CookieJar, pkcePair, RegistryBrowser, tokenRequest, type TokenSet } from '../../client/oidc-client.js';
 import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertApiError, assertProblem, enrolAnother, enrolFirst, registerEnvironment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /** Management and console sessions through HTTP: desktop sessions, console exchange, CSRF, CLI grants, SSO logout, admin. */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let carol: { device: DeviceClient; accountId: string };
 let dan: { device: DeviceClient; accountId: string };
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, {}, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
   carol = await enrolFirst(server.url, 'carol');
   dan = await enrolFirst(server.url, 'dan');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });

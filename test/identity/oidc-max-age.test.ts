@@ -4,25 +4,22 @@ import { ManualClock } from '../../actors/clock.js';
 import { decodeJwt } from 'jose';
 import { authorizationUrl, pkcePair, RegistryBrowser, tokenRequest } from '../../client/oidc-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolFirst, registerEnvironment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * OpenID Connect Core 1.0 section 3.1.2.1, `max_age`: "If the elapsed time is greater than this value, the OP MUST
  * attempt to actively re-authenticate the End-User"; with `prompt=none` it cannot, so it answers `login_required`
  * (3.1.2.6). With `max_age` the ID token carries `auth_time`; without it, none (it would link pairwise subjects).
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 
 /** One person per test, each signed in on its browser before any test moves the clock (device assertions are timed). */
 const people = new Map<string, { browser: RegistryBrowser; clientId: string; signedInAt: number }>();
 
+withTestServer(test, (started) => ({ server } = started), productParts, {}, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
   for (const handle of ['maxine', 'maxwell', 'maxima']) {
     const { device } = await enrolFirst(server.url, handle);
     const { clientId } = await registerEnvironment(server.opsUrl, { environmentId: `env-${handle}`, origin: `https://${handle}.example`, ownerHandle: handle, redirectUris: [`https://${handle}.example/cb`] });
@@ -30,10 +27,6 @@ test.before(async () => {
     assert.is((await browser.openPageSession()).status, 204);
     people.set(handle, { browser, clientId, signedInAt: Math.floor(clock.now() / 1000) });
   }
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('without prompt=none a sign-in older than max_age gets the sign-in page; a fresh one a code whose ID token carries auth_time', async () => {

@@ -7,13 +7,13 @@ import { authorizationUrl, cliSignIn, pkcePair, RegistryBrowser, tokenRequest, t
 import { sweepAccessRecords } from '../../identity/access-sweep.js';
 import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { assertApiError, assertProblem, enrolAnother, enrolFirst, registerEnvironment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /** OIDC through HTTP: the authorization page, PKCE, codes, tokens, refresh rotation, pairwise subjects. Refusals first. */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 const ORIGIN = 'https://env-one.example';
 const REDIRECT = `${ORIGIN}/callback`;
@@ -21,18 +21,13 @@ let envClient: string;
 let alice: { device: DeviceClient; accountId: string };
 let browser: RegistryBrowser;
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, {}, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
   alice = await enrolFirst(server.url, 'alice');
   ({ clientId: envClient } = await registerEnvironment(server.opsUrl, { environmentId: 'env-one', origin: ORIGIN, ownerHandle: 'alice', redirectUris: [REDIRECT] }));
   await registerEnvironment(server.opsUrl, { environmentId: 'env-two', origin: 'https://env-two.example', ownerHandle: 'alice', redirectUris: ['https://env-two.example/cb'] });
   browser = new RegistryBrowser(server.url, alice.device);
   assert.is((await browser.openPageSession()).status, 204);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const envAuthorize = (overrides: Record<string, string | undefined> = {}) => {

@@ -2,24 +2,17 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authorizationUrl, pkcePair } from '../../client/oidc-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolFirst } from '../support/identity.js';
 import { runRegistryAdmin } from '../support/process.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /** The operators' command line, run as its own process against a real server's operator listener. */
 const OPS_TOKEN = 'ops-token-for-the-cli-test';
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { OPS_TOKEN });
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { OPS_TOKEN });
   await enrolFirst(server.url, 'olivia');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const admin = (args: string[], env: Record<string, string> = { OPS_TOKEN }) => runRegistryAdmin(server.opsUrl, 'ops-olga', args, env);

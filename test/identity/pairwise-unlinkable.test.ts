@@ -4,9 +4,8 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { authorizationUrl, pkcePair, RegistryBrowser, tokenRequest } from '../../client/oidc-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolFirst, registerEnvironment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * The pairwise actor id is "stable for that pair, unlinkable across Environments". The access token already
@@ -14,18 +13,10 @@ import { startTestServer } from '../support/server.js';
  * would link pairwise ids"). The ID token's `auth_time` is the page session's start, to the second, and the same for
  * every Environment the person enters from that browser: two Environments comparing ID tokens link the two actor ids.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, {}, clock);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts, {}, clock);
 
 test('ID tokens of two Environments carry nothing shared that links their pairwise subjects', async () => {
   const alice = await enrolFirst(server.url, 'alicia');

@@ -4,26 +4,23 @@ import { authorizationUrl, pkcePair, RegistryBrowser, tokenRequest } from '../..
 import { RuntimeClient } from '../../client/runtime-client.js';
 import type { DeviceClient } from '../../client/device-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolFirst, registerEnvironment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Browser SSO logout ends the Environment grants authorized in the browser and spends its unexchanged codes. An
  * authorization (prompt=none) or a code exchange that runs while the logout runs must not leave a sign-in of that
  * browser working after the logout has answered.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const ORIGIN = 'https://env-race.example';
 const REDIRECT = `${ORIGIN}/callback`;
 let envClient: string;
 let device: DeviceClient;
 let bearer: string;
 
+withTestServer(test, (started) => ({ server } = started), productParts);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
   ({ device } = await enrolFirst(server.url, 'lena'));
   ({ clientId: envClient } = await registerEnvironment(server.opsUrl, { environmentId: 'env-race', origin: ORIGIN, ownerHandle: 'lena', redirectUris: [REDIRECT] }));
   // The person agreed once, so prompt=none answers with a code at once.
@@ -33,10 +30,6 @@ test.before(async () => {
   const desktop = await device.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
   assert.is(desktop.status, 201);
   bearer = ((await desktop.json()) as { accessToken: string }).accessToken;
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 /** A browser with a page session and a console session (same browser id); returns the logout request to fire. */

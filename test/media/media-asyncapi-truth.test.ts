@@ -3,35 +3,28 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import type { TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * The served `media-v2-data-plane` AsyncAPI document against what the control socket actually does.
  * Each test FAILS while the document and the server disagree.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let modPage: RuntimeClient;
 let doc: { channels: Record<string, { description: string }>; info: { description: string }; components: { messages: Record<string, { name: string; payload: { properties: Record<string, { enum?: string[] }> } }> } };
 const MICROPHONE_RTP = { mid: '0', codecs: [{ mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 }], encodings: [{ ssrc: 1111 }] };
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   ({ world, modPage } = await mediaWorld(server, 'media-doc-truth', {
     directCalls: { enabled: false },
     spaces: ['town-hall', 'side-room'].map((id) => ({ id, policy: { mode: 'stage', maxParticipants: 150, maxSpeakerSeats: 2, floorControl: 'moderated', raiseHand: 'enabled', screenShare: 'speakers', guestPolicy: 'account_required', encryption: 'transport', reconnectGraceSeconds: 30 } })),
   }));
   doc = (await (await fetch(`${server.url}/v1/catalog/plugins/plg_media/artifacts/media-v2-data-plane`)).json()) as typeof doc;
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('`ping` is answered with a `response`; the documented server message `pong` is never sent', async () => {

@@ -4,10 +4,9 @@ import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { runtimeServices } from '../../runtime/runtime.feature.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -15,8 +14,7 @@ import { waitFor } from '../support/wait.js';
  * the socket's onClose has already dropped the connection's subscriptions and expiry timer, so the refresh finishing
  * afterwards must not subscribe it again.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let page: RuntimeClient;
 
@@ -25,9 +23,8 @@ const live = { session: 0, account: 0, revocation: 0 };
 /** Grant tokens whose verification by the server's PluginGrants has finished. */
 const verified = new Set<string>();
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   const lia = await runtimePerson(server, 'listener-lia');
   world = await testEnvironment(server.opsUrl, 'media-refresh', 'listener-lia');
   await configureMedia(server.opsUrl, world.environmentId, {
@@ -58,10 +55,6 @@ test.before(async () => {
       verified.add(args[0]);
     }
   };
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('a connection that closes while its grant.refresh is verified leaves no subscription behind', async () => {

@@ -2,24 +2,21 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { configureMedia, MediaControlClient, ALL_MEDIA_SCOPES, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * A Media control connection lives no longer than its Plugin Grant: revoking the grant, or a device of the account
  * signing out (which ends the sign-in the grant was issued under), closes it at once with `session.ended`.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let lia: RuntimePerson;
 let world: TestEnvironment;
 let page: RuntimeClient;
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   lia = await runtimePerson(server, 'listener-lia');
   world = await testEnvironment(server.opsUrl, 'media-world', 'listener-lia');
   await configureMedia(server.opsUrl, world.environmentId, {
@@ -27,10 +24,6 @@ test.before(async () => {
     spaces: [{ id: 'town-hall', policy: { mode: 'stage', maxParticipants: 150, maxSpeakerSeats: 2, floorControl: 'moderated', raiseHand: 'enabled', screenShare: 'speakers', guestPolicy: 'account_required', encryption: 'transport', reconnectGraceSeconds: 30 } }],
   });
   page = await (await lia.runtime(world)).open();
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('revoking the Plugin Grant closes the Media control connection made with it', async () => {

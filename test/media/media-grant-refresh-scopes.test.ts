@@ -4,10 +4,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { ALL_MEDIA_SCOPES, configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -15,8 +14,7 @@ import { waitFor } from '../support/wait.js';
  * connection kept what the old one authorised (a microphone producer under media:publish) after that grant was
  * revoked. Refused, the connection stays on its grant, and revoking it ends the connection and its media.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let page: RuntimeClient;
 const liveProducers = new Set<types.Producer>();
@@ -33,17 +31,12 @@ mediasoup.observer.on('newworker', (w) =>
 const policy = { mode: 'meeting', maxParticipants: 10, maxSpeakerSeats: 4, floorControl: 'open', raiseHand: 'disabled', screenShare: 'speakers', guestPolicy: 'account_required', encryption: 'transport', reconnectGraceSeconds: 30 };
 const MIC = { mid: '0', codecs: [{ mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 }], encodings: [{ ssrc: 777 }] };
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   const sam = await runtimePerson(server, 'speaker-sam');
   world = await testEnvironment(server.opsUrl, 'media-review-refresh', 'speaker-sam');
   await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'room', policy }] });
   page = await (await sam.runtime(world)).open();
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('a refresh to a grant without media:publish is refused; revoking the grant that has it ends the connection and its producer', async () => {

@@ -5,10 +5,9 @@ import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { TRANSPORTS_PER_DIRECTION } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * One member cannot multiply the SFU's work: `consume` asked again for a producer the member already receives on that
@@ -16,8 +15,7 @@ import { startTestServer } from '../support/server.js';
  * a member holds at most TRANSPORTS_PER_DIRECTION transports per direction, since every recv transport reserves
  * consumers in a router's budget and enough of them would make the room add routers.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let modPage: RuntimeClient;
 let liaPage: RuntimeClient;
@@ -41,17 +39,12 @@ const OPUS_CAPS = { codecs: [{ kind: 'audio', mimeType: 'audio/opus', clockRate:
 const MIC = { mid: '0', codecs: [{ mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 }], encodings: [{ ssrc: 4242 }] };
 const policy = { mode: 'meeting', maxParticipants: 10, maxSpeakerSeats: 4, floorControl: 'moderated', raiseHand: 'enabled', screenShare: 'speakers', guestPolicy: 'account_required', encryption: 'transport', reconnectGraceSeconds: 5 };
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   ({ world, modPage, liaPage } = await mediaWorld(server, 'media-review-amp', {
     directCalls: { enabled: false },
     spaces: [{ id: 'dup', policy }, { id: 'spread', policy }],
   }));
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('a listener asking 20 times for one producer on one recv transport holds one consumer of it, named in every answer', async () => {

@@ -2,10 +2,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -14,16 +13,14 @@ import { waitFor } from '../support/wait.js';
  * invalid_media_parameters (DTLS: validation_failed before anything runs), never internal_error (the server-failure
  * answer, logged at error level with a stack).
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let modPage: RuntimeClient;
 
 const opus = { mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 };
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   ({ world, modPage } = await mediaWorld(server, 'media-review-produce', {
     directCalls: { enabled: false },
     spaces: [
@@ -33,10 +30,6 @@ test.before(async () => {
       },
     ],
   }));
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('produce with a MID / SSRC already on the transport, simulcast opus: invalid_media_parameters; a null DTLS fingerprint: validation_failed; never internal_error', async () => {

@@ -2,30 +2,23 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { MediaEnvironmentConfigV2Schema } from '../../plugins/media/media-config.schema.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { enrolFirst } from '../support/identity.js';
 import { installPlugin, testEnvironment, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * PUT /registry/environments/{environmentId}/plugins/plg_media/configuration on the operator listener, with
  * documents the structural schema refuses ("no other properties"), against the real server.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 
+withTestServer(test, (started) => ({ server } = started), productParts);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
   await enrolFirst(server.url, 'olga');
   world = await testEnvironment(server.opsUrl, 'input-world', 'olga');
   await installPlugin(server.opsUrl, world.environmentId, 'plg_media');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const put = (body: string) =>

@@ -7,29 +7,20 @@ import { mediaEnvironmentConfigJsonSchema, mediaGrantContextJsonSchema, mediaSet
 import { buildMediaManifest, MEDIA_FRONTEND_EXPORTS } from '../../plugins/media/media.manifest.js';
 import { PluginManifestSchema, type PluginManifest } from '../../plugins/plugin-manifest.schema.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { redoclyLint } from '../support/redocly.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * The Media plugin's manifest and protocol artifacts in the anonymous catalog, against the real server: every value
  * of media-plugin.md, digests that match the bytes served, ETags, and a route table that still lints clean. The
  * control plane's AsyncAPI document is validated in test/media/media-control.test.ts.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts);
 
 async function manifest(): Promise<PluginManifest> {
   const res = await fetch(`${server.url}/v1/catalog/plugins/plg_media/manifest`);

@@ -2,24 +2,15 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PluginManifestSchema } from '../../plugins/plugin-manifest.schema.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * The served manifest's `limits` against media-plugin.md "Limits". The spec's table bounds a space's
  * participants at 2 to 150 whatever its mode; no meeting-specific limit exists in the contract.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts);
 
 test('the manifest publishes no meeting participant limit below the spec\'s "Space participants | 2 to 150"', async () => {
   const res = await fetch(`${server.url}/v1/catalog/plugins/plg_media/manifest`);

@@ -4,11 +4,10 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaEnvironmentConfigV2Schema } from '../../plugins/media/media-config.schema.js';
 import { checkMediaEnvironmentConfig } from '../../plugins/media/media-policy.check.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
 
 /**
@@ -16,8 +15,7 @@ import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
  * on: a room whose definition breaks it (a space's policy, the direct-call policy, a duplicated space id) is not
  * opened, `policy_invalid`.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let modPage: RuntimeClient;
 
@@ -50,14 +48,9 @@ const configuration = {
   },
 };
 
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   ({ world, modPage } = await mediaWorld(server, 'policy-world', configuration));
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 async function join(scope: string): Promise<{ ok: boolean; code: string | undefined }> {

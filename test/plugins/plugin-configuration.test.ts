@@ -7,12 +7,12 @@ import { MediaEnvironmentConfigV2Schema, type MediaEnvironmentConfigV2 } from '.
 import { checkMediaEnvironmentConfig } from '../../plugins/media/media-policy.check.js';
 import { DEFAULT_DIRECT_CALL_POLICY } from '../../media/media.feature.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { enrolFirst } from '../support/identity.js';
 import { testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { runRegistryAdmin } from '../support/process.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Installation configuration through the operator listener and `registry-admin`, against the real server: the
@@ -20,7 +20,7 @@ import { startTestServer } from '../support/server.js';
  * checked against the installed release.
  */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let world: TestEnvironment;
 let bare: TestEnvironment;
 let dir: string;
@@ -63,19 +63,14 @@ const put = (environmentId: string, body: string, pluginId = 'plg_media') =>
   fetch(configurationUrl(environmentId, pluginId), { method: 'PUT', body, headers: { 'content-type': 'application/json', 'x-operator-name': 'ops-sam' } });
 const get = (environmentId: string, pluginId = 'plg_media') => fetch(configurationUrl(environmentId, pluginId), { headers: { 'x-operator-name': 'ops-sam' } });
 
+withTestServer(test, (started) => ({ db, server } = started), productParts);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
   await enrolFirst(server.url, 'olga');
   world = await testEnvironment(server.opsUrl, 'config-world', 'olga');
   bare = await testEnvironment(server.opsUrl, 'bare-world', 'olga');
   dir = await mkdtemp(path.join(tmpdir(), 'plugin-config-'));
   const installed = await admin(['plugin', 'install', '--environment', world.environmentId, '--plugin', 'plg_media']);
   assert.is(installed.code, 0, installed.stderr);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('an installed but unconfigured Plugin reads as unconfigured; one not installed, or unknown, is 404', async () => {

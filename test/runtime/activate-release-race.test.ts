@@ -1,31 +1,24 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { productParts } from '../../server/main.js';
 import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Activation racing release. A released session must never take the lease (the spec's table: released is an
  * end; activate accepts standby and superseded sessions), so it must never evict the person's other live Runtime:
  * the two end as one of their serial orders would.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let erin: RuntimePerson;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { RUNTIME_EVICTIONS_PER_MINUTE: '1000' }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_EVICTIONS_PER_MINUTE: '1000' }, clock);
   erin = await runtimePerson(server, 'erin');
   env = await testEnvironment(server.opsUrl, 'erins-world', 'erin');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 type Host = { send: (kind: string, key: string, event: { type: string; sessionId?: string }) => Promise<unknown> };

@@ -2,14 +2,14 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { declareBackend, installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /** Through HTTP: a settings value off its grid is refused; Environment Backend Grants follow their Environment's declaration. */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let pete: RuntimePerson;
 let world: TestEnvironment;
 let page: RuntimeClient;
@@ -17,17 +17,12 @@ const MEDIA = '/v1/runtime/plugins/plg_media/settings';
 const ENDPOINT = 'https://api.settings-world.example/registry-grants';
 const MOVED = 'https://api2.settings-world.example/registry-grants';
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, LONG_LEASE_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV);
   pete = await runtimePerson(server, 'pete');
   world = await testEnvironment(server.opsUrl, 'settings-world', 'pete');
   await installPlugin(server.opsUrl, world.environmentId, 'plg_media');
   page = await (await pete.runtime(world)).open();
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const declare = (body: unknown) => declareBackend(server.opsUrl, world.environmentId, body);

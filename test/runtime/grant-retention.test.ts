@@ -4,10 +4,10 @@ import { ManualClock } from '../../actors/clock.js';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { ENDED_GRANT_RETENTION_MS, sweepEndedRuntimeGrants } from '../../runtime/grant-sweep.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { declareBackend, installPlugin, LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Runtime grants are removed a day after they expired, revoked or not (the runtime feature sweeps every ten minutes;
@@ -16,26 +16,21 @@ import { startTestServer } from '../support/server.js';
  */
 const clock = new ManualClock(Date.now());
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let pete: RuntimePerson;
 let world: TestEnvironment;
 const ENDPOINT = 'https://api.retention-world.example/registry-grants';
 const MEDIA_GRANTS = '/v1/runtime/plugins/plg_media/grants';
 const BACKEND_GRANTS = '/v1/runtime/environment-backend/grants';
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, LONG_LEASE_ENV, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV, clock);
   pete = await runtimePerson(server, 'pete');
   pete.device.now = () => clock.now();
   world = await testEnvironment(server.opsUrl, 'retention-world', 'pete');
   await installPlugin(server.opsUrl, world.environmentId, 'plg_media');
   const declared = await declareBackend(server.opsUrl, world.environmentId, { endpoint: ENDPOINT, scopes: ['orders:read'] });
   assert.is(declared.status, 200);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 async function grants(page: RuntimeClient): Promise<{ plugin: { grantId: string; grant: string }; backend: { grantId: string; grant: string } }> {

@@ -4,29 +4,22 @@ import { ManualClock } from '../../actors/clock.js';
 import { RegistryBrowser } from '../../client/oidc-client.js';
 import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /** Lease lapse timing vs the documentation, lapse racing activation, browser logout racing activation. */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let ivy: RuntimePerson;
 const LEASE_TTL_S = 90;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S), RUNTIME_EVICTIONS_PER_MINUTE: '1000', ACTOR_TIMER_POLL_MS: '1000' }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S), RUNTIME_EVICTIONS_PER_MINUTE: '1000', ACTOR_TIMER_POLL_MS: '1000' }, clock);
   ivy = await runtimePerson(server, 'ivy');
   ivy.device.now = () => clock.now();
   env = await testEnvironment(server.opsUrl, 'ivys-world', 'ivy');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 type Host = { send: (kind: string, key: string, event: { type: string; sessionId?: string }) => Promise<unknown> };

@@ -4,10 +4,10 @@ import * as assert from 'uvu/assert';
 import { authorizationUrl, pkcePair, tokenRequest } from '../../client/oidc-client.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { assertProblem } from '../support/identity.js';
 import { LONG_LEASE_ENV, logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -16,19 +16,14 @@ import { waitFor } from '../support/wait.js';
  * Whatever the interleaving, one of them sees the other, and no session of the browser outlives the logout.
  */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let env: TestEnvironment;
 let lea: RuntimePerson;
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, LONG_LEASE_ENV);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV);
   lea = await runtimePerson(server, 'lea');
   env = await testEnvironment(server.opsUrl, 'leas-world', 'lea');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 type Host = { send: (kind: string, key: string, event: { type: string }) => Promise<unknown> };

@@ -3,24 +3,15 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RuntimeClientMessage, RuntimeServerMessage } from '../../runtime/runtime-socket.messages.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * The AsyncAPI document of the runtime sockets, as served, passes what `asyncapi validate` checks: the CLI's validate
  * command is this parser's `validate`, failing on any diagnostic of error severity (warnings are held to zero too).
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts);
 
 test('GET /v1/runtime/asyncapi.json is a valid AsyncAPI 3.0.0 document', async () => {
   const res = await fetch(`${server.url}/v1/runtime/asyncapi.json`);

@@ -3,16 +3,16 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertApiError, assertProblem } from '../support/identity.js';
 import { declareBackend, logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /** The lease fence on protected calls, Environment Backend Grants, and introspection after every way of failing. */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let bare: TestEnvironment;
@@ -21,19 +21,14 @@ let hugo: RuntimePerson;
 const ENDPOINT = 'https://api.ginas-world.example/registry-grants';
 const LEASE_TTL_S = 90;
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S), ACTOR_TIMER_POLL_MS: '1000' }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S), ACTOR_TIMER_POLL_MS: '1000' }, clock);
   gina = await runtimePerson(server, 'gina');
   hugo = await runtimePerson(server, 'hugo');
   // The tests move the server's clock by hand; the devices read the same clock.
   gina.device.now = hugo.device.now = () => clock.now();
   env = await testEnvironment(server.opsUrl, 'ginas-world', 'gina');
   bare = await testEnvironment(server.opsUrl, 'bare-world', 'gina');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const declare = (environmentId: string, body: unknown) => declareBackend(server.opsUrl, environmentId, body);

@@ -3,28 +3,19 @@ import * as assert from 'uvu/assert';
 import { authorizationUrl, pkcePair, RegistryBrowser, tokenRequest } from '../../client/oidc-client.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { assertProblem, enrolFirst, registerEnvironment } from '../support/identity.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Environment clients may ask for `openid runtime` or less. A token granted `openid` alone (the person agreed to be
  * known, and `prompt=none` treats `runtime` as a separate agreement) is not a Runtime credential, just as a CLI token
  * without `management` is refused as a management bearer (403 insufficient_scope).
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const ORIGIN = 'https://env-scope.example';
 const REDIRECT = `${ORIGIN}/cb`;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts);
 
 test('a runtime access token granted only openid does not open a Runtime session', async () => {
   const { device } = await enrolFirst(server.url, 'pia');

@@ -4,11 +4,11 @@ import { ManualClock } from '../../actors/clock.js';
 import { RegistryBrowser } from '../../client/oidc-client.js';
 import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { assertProblem } from '../support/identity.js';
 import { connect, controlToken, controlUrl } from '../support/runtime-socket.js';
 import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { startTestServer, withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -16,7 +16,7 @@ import { waitFor } from '../support/wait.js';
  * `runtime_session_quota_exceeded`), and the idle release of sessions that do not hold the lease (a durable deadline).
  */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let other: TestEnvironment;
@@ -31,9 +31,8 @@ const settings = {
   RUNTIME_EVICTIONS_PER_MINUTE: '1000',
 };
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, settings, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, settings, clock);
   await runtimePerson(server, 'owner-oz');
   env = await testEnvironment(server.opsUrl, 'limits-world', 'owner-oz');
   other = await testEnvironment(server.opsUrl, 'limits-other', 'owner-oz');
@@ -43,10 +42,6 @@ test.before(async () => {
     p.device.now = () => clock.now();
     people.set(handle, p);
   }
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 /** A person enrolled before the tests, whose device signs with the test clock. */

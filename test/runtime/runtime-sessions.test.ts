@@ -3,15 +3,15 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem } from '../support/identity.js';
 import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /** Runtime sessions through HTTP: token and origin refusals, ownership, activation races, eviction quota, release. */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let other: TestEnvironment;
@@ -19,17 +19,12 @@ let erin: RuntimePerson;
 let finn: RuntimePerson;
 const EVICTIONS_PER_MINUTE = 4;
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, { RUNTIME_EVICTIONS_PER_MINUTE: String(EVICTIONS_PER_MINUTE) }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_EVICTIONS_PER_MINUTE: String(EVICTIONS_PER_MINUTE) }, clock);
   erin = await runtimePerson(server, 'erin');
   finn = await runtimePerson(server, 'finn');
   env = await testEnvironment(server.opsUrl, 'erins-world', 'erin');
   other = await testEnvironment(server.opsUrl, 'other-world', 'finn');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 type Session = { sessionId: string; status: string; lease: { leaseId: string; leaseVersion: number } | null; environmentRoles: string[]; environmentRoleCatalog: unknown[]; actorId: string; origin: string };

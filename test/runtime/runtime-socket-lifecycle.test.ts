@@ -4,9 +4,8 @@ import WebSocket from 'ws';
 import { ManualClock } from '../../actors/clock.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '../support/runtime-socket.js';
 
@@ -15,8 +14,7 @@ import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '.
  * close must not take the live one's presence along), one control channel per session likewise, sockets that close the moment their sign-in ends without a
  * logout, and a logout whose Runtime step failed once that the browser can retry.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let ida: RuntimePerson;
@@ -25,19 +23,14 @@ let kim: RuntimePerson;
 let lea: RuntimePerson;
 const LEASE_TTL_S = 30;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, clock);
   ida = await runtimePerson(server, 'ida');
   jon = await runtimePerson(server, 'jon');
   kim = await runtimePerson(server, 'kim');
   lea = await runtimePerson(server, 'lea');
   ida.device.now = jon.device.now = kim.device.now = lea.device.now = () => clock.now();
   env = await testEnvironment(server.opsUrl, 'idas-world', 'ida');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 

@@ -4,32 +4,25 @@ import WebSocket from 'ws';
 import { ManualClock } from '../../actors/clock.js';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '../support/runtime-socket.js';
 
 /** The runtime WebSocket (lease-fenced, presence) and the control channel (read-only), through real sockets. */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let ida: RuntimePerson;
 let jon: RuntimePerson;
 const LEASE_TTL_S = 30;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: String(LEASE_TTL_S) }, clock);
   ida = await runtimePerson(server, 'ida');
   jon = await runtimePerson(server, 'jon');
   ida.device.now = jon.device.now = () => clock.now();
   env = await testEnvironment(server.opsUrl, 'idas-world', 'ida');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 async function refused(promise: Promise<Socket>, status: number, code: string): Promise<void> {

@@ -2,10 +2,10 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
 import { ActorRetirement } from '../../storage/postgres/actor-retirement.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { assertProblem } from '../support/identity.js';
 import { LONG_LEASE_ENV, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -15,19 +15,14 @@ import { waitFor } from '../support/wait.js';
  * Actors leave memory after 300 ms idle here, so the retired one is read from storage again.
  */
 let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let rita: RuntimePerson;
 let world: TestEnvironment;
 
+withTestServer(test, (started) => ({ db, server } = started), productParts, { ...LONG_LEASE_ENV, ACTOR_PASSIVATE_AFTER_MS: '300' });
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { ...LONG_LEASE_ENV, ACTOR_PASSIVATE_AFTER_MS: '300' });
   rita = await runtimePerson(server, 'rita');
   world = await testEnvironment(server.opsUrl, 'retire-world', 'rita');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 const storedEnd = async (sessionId: string) =>

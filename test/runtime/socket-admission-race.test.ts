@@ -3,30 +3,23 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { productParts } from '../../server/main.js';
 import { runtimeServices } from '../../runtime/runtime.feature.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { runtimeSocket } from '../support/runtime-socket.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * A runtime socket admitted with the current lease while another page of the same person activates. The
  * supersession lands after the fence check but before the socket subscribed to its session's activity.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 const clock = new ManualClock(Date.now());
 let env: TestEnvironment;
 let kai: RuntimePerson;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { RUNTIME_EVICTIONS_PER_MINUTE: '1000' }, clock);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_EVICTIONS_PER_MINUTE: '1000' }, clock);
   kai = await runtimePerson(server, 'kai');
   env = await testEnvironment(server.opsUrl, 'kais-world', 'kai');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('a socket whose session is superseded during its upgrade is closed 4409, not left open beside the new holder', async () => {

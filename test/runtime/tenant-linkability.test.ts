@@ -2,10 +2,9 @@ import { decodeJwt } from 'jose';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { controlToken } from '../support/runtime-socket.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Principal isolation between Environments: an Environment's page and backend see the person only as the pairwise
@@ -13,23 +12,17 @@ import { startTestServer } from '../support/server.js';
  * registry's key", environments.ts). Nothing the registry hands to an Environment may carry the private principal or a
  * per-person value shared by every Environment (the reason access tokens leave out the account epoch).
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let ada: RuntimePerson;
 let envA: TestEnvironment;
 let envB: TestEnvironment;
 
+withTestServer(test, (started) => ({ server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: '3600' });
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { RUNTIME_LEASE_TTL_SECONDS: '3600' });
   ada = await runtimePerson(server, 'ada-linked');
   await runtimePerson(server, 'owner-olga');
   envA = await testEnvironment(server.opsUrl, 'env-alpha', 'owner-olga');
   envB = await testEnvironment(server.opsUrl, 'env-bravo', 'owner-olga');
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test("the control token an Environment's page receives does not carry the person's account id", async () => {

@@ -2,25 +2,18 @@ import { request as httpRequest } from 'node:http';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * The served OpenAPI document must describe what the gateway actually answers. For each probe, the status and
  * media type of the real response must be declared on that operation.
  */
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 let doc: { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>> };
 
+withTestServer(test, (started) => ({ server } = started), productParts);
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts);
   doc = (await (await fetch(`${server.url}/v1/openapi.json`)).json()) as typeof doc;
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 function assertDeclared(method: string, path: string, status: number, contentType: string | null): void {

@@ -2,8 +2,7 @@ import { connect } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -11,17 +10,9 @@ import { waitFor } from '../support/wait.js';
  * stayed in flight for ever. Found by throwing malformed input at every operation.
  */
 const OPS_TOKEN = 'operator-token-0123456789';
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, { OPS_TOKEN });
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), productParts, { OPS_TOKEN });
 
 interface Refusal {
   readonly status: number;

@@ -3,8 +3,7 @@ import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
 import { defineWebSocketEndpoint } from '../../transport/ws/endpoint.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /** Socket endpoints plugged into the real server: counted in /metrics, told to go away on shutdown. */
@@ -21,17 +20,9 @@ const echo = defineWebSocketEndpoint({
   },
 });
 
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
-test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, { sockets: (_services, mount) => mount(echo) });
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+withTestServer(test, (started) => ({ server } = started), { sockets: (_services, mount) => mount(echo) });
 
 test('a mounted endpoint serves, is counted as an open socket, and is closed with 1001 on shutdown', async () => {
   const client = new WebSocket(`${server.url.replace('http', 'ws')}/v1/test/echo-socket`, ['registry.v1.json']);

@@ -1,7 +1,9 @@
 import { loadConfig } from '../../server/config.js';
 import { createLogger } from '../../server/logger.js';
 import { startServer, type RunningServer, type ServerParts } from '../../server/server.js';
+import type { Test } from 'uvu';
 import type { Clock } from '../../actors/clock.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
 
 /** The real server, in this process, on free ports, against a test database. */
 export async function startTestServer(
@@ -14,3 +16,29 @@ export async function startTestServer(
   const server = await startServer(config, parts, { logger: createLogger(process.env.TEST_LOG_LEVEL === 'debug' ? 'debug' : process.env.TEST_LOG_LEVEL === 'warn' ? 'warn' : 'silent'), ...(clock ? { clock } : {}) });
   return { ...server, url: `http://127.0.0.1:${server.port}`, opsUrl: `http://127.0.0.1:${server.opsPort}` };
 }
+
+export type TestServer = Awaited<ReturnType<typeof startTestServer>>;
+
+/**
+ * Gives a suite a fresh database and the real server on it before its first test (`startTestServer`'s arguments after
+ * the database), and stops and drops both after its last. Hooks the suite adds afterwards run after these.
+ */
+export function withTestServer(
+  suite: Test,
+  opened: (started: { db: TestDatabase; server: TestServer }) => void,
+  ...args: StartArgs
+): void {
+  let db: TestDatabase | undefined;
+  let server: TestServer | undefined;
+  suite.before(async () => {
+    db = await createTestDatabase();
+    server = await startTestServer(db.url, ...args);
+    opened({ db, server });
+  });
+  suite.after(async () => {
+    await server?.stop('test over');
+    await db?.drop();
+  });
+}
+
+type StartArgs = Parameters<typeof startTestServer> extends [string, ...infer Rest] ? Rest : never;

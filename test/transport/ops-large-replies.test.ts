@@ -1,8 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { counterKind } from '../fixtures/counter.kind.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Answers of several megabytes leave whole for a client that reads them: the operator's live-actor inventory (GET
@@ -11,22 +10,16 @@ import { startTestServer } from '../support/server.js';
  */
 const OPS_TOKEN = 'operator-token-0123456789';
 const LIVE_ACTORS = 24_000;
-let db: TestDatabase;
-let server: Awaited<ReturnType<typeof startTestServer>>;
+let server: TestServer;
 
+withTestServer(test, (started) => ({ server } = started), { kinds: [counterKind] }, { OPS_TOKEN });
 test.before(async () => {
-  db = await createTestDatabase();
-  server = await startTestServer(db.url, { kinds: [counterKind] }, { OPS_TOKEN });
   const host = server.services.host;
   const pad = 'k'.repeat(56);
   for (let i = 0; i < LIVE_ACTORS; i += 4_000) {
     await Promise.all(Array.from({ length: 4_000 }, (_, j) => host.send('counter', `${pad}-${String(i + j).padStart(6, '0')}`, { type: 'counter.add', amount: 1 })));
   }
   assert.is(host.liveCount, LIVE_ACTORS);
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
 });
 
 test('GET /actors (ops) with many live actors reaches a client that reads it at once, whole', async () => {
