@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { productParts } from '../../server/main.js';
+import { interceptSends } from '../support/host.js';
 import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
@@ -21,8 +22,6 @@ test.before(async () => {
   env = await testEnvironment(server.opsUrl, 'erins-world', 'erin');
 });
 
-type Host = { send: (kind: string, key: string, event: { type: string; sessionId?: string }) => Promise<unknown> };
-
 test('deterministic interleaving: activation checked the session, then release completes, then the lease is acquired', async () => {
   const b = await (await erin.runtime(env)).open(); // the person's live Runtime
   const a = await erin.runtime(env);
@@ -31,21 +30,19 @@ test('deterministic interleaving: activation checked the session, then release c
 
   // Hold a's lease.acquire (sent after the activation has checked the session is live) until the release of the same
   // session has committed. Nothing else is changed: this is just an ordering that network and disk latency allow.
-  const host = server.services.host as unknown as Host;
-  const original = host.send;
   let releaseCommitted!: () => void;
   const released = new Promise<void>((resolve) => (releaseCommitted = resolve));
   let acquireHeld!: () => void;
   const acquireArrived = new Promise<void>((resolve) => (acquireHeld = resolve));
-  host.send = function (this: unknown, kind, key, event) {
+  const restore = interceptSends(server.services.host, (kind, key, event, next) => {
     if (kind === 'runtime-lease' && event.type === 'lease.acquire' && event.sessionId === a.sessionId) {
       acquireHeld();
-      return released.then(() => original.call(this, kind, key, event));
+      return released.then(() => next());
     }
-    const reply = original.call(this, kind, key, event);
+    const reply = next();
     if (kind === 'runtime-session' && key === a.sessionId && event.type === 'session.release') void reply.then(() => releaseCommitted());
     return reply;
-  };
+  });
   try {
     const activation = a.activate();
     await acquireArrived;
@@ -57,7 +54,7 @@ test('deterministic interleaving: activation checked the session, then release c
     // Expected: the released session is refused (409 runtime_session_ended) and b keeps the lease.
     assert.is.not(activated.status === 200 && body.status === 'active', true, `a released session was activated: ${activated.status} ${JSON.stringify(body)}`);
   } finally {
-    host.send = original;
+    restore();
   }
   assert.is(await sessionState(a), 'ended');
   assert.is(await sessionState(b), 'active', 'the live Runtime b was evicted by the activation of a released session');

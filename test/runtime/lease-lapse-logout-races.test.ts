@@ -4,6 +4,7 @@ import { ManualClock } from '../../actors/clock.js';
 import { RegistryBrowser } from '../../client/oidc-client.js';
 import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
+import { interceptSends } from '../support/host.js';
 import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
@@ -22,7 +23,6 @@ test.before(async () => {
   env = await testEnvironment(server.opsUrl, 'ivys-world', 'ivy');
 });
 
-type Host = { send: (kind: string, key: string, event: { type: string; sessionId?: string }) => Promise<unknown> };
 const fencedCall = (page: RuntimeClient) => page.fenced('/v1/runtime/plugins/plg_media/settings');
 /** The committed durable timers of ivy's lease actor (its lapse deadline), through the operator listener. */
 const leaseTimers = async (): Promise<string> => {
@@ -67,21 +67,19 @@ test('browser SSO logout racing activation: a revoked session never takes the le
   const a = await ivy.runtime(env); // first browser
   await a.createSession();
 
-  const host = server.services.host as unknown as Host;
-  const original = host.send;
   let revoked!: () => void;
   const revokeCommitted = new Promise<void>((resolve) => (revoked = resolve));
   let arrived!: () => void;
   const acquireArrived = new Promise<void>((resolve) => (arrived = resolve));
-  host.send = function (this: unknown, kind, key, event) {
+  const restore = interceptSends(server.services.host, (kind, key, event, next) => {
     if (kind === 'runtime-lease' && event.type === 'lease.acquire' && event.sessionId === a.sessionId) {
       arrived();
-      return revokeCommitted.then(() => original.call(this, kind, key, event));
+      return revokeCommitted.then(() => next());
     }
-    const reply = original.call(this, kind, key, event);
+    const reply = next();
     if (kind === 'runtime-session' && key === a.sessionId && event.type === 'session.revoke') void reply.then(() => revoked());
     return reply;
-  };
+  });
   let activated: Response;
   try {
     const activation = a.activate();
@@ -90,7 +88,7 @@ test('browser SSO logout racing activation: a revoked session never takes the le
     assert.ok(logout.status < 300, `logout ${logout.status}`);
     activated = await activation;
   } finally {
-    host.send = original;
+    restore();
   }
   const body = (await activated.json()) as { status?: string };
   assert.is(await sessionState(b), 'active', `the other browser's live Runtime was evicted by a revoked session (activate answered ${activated.status} ${body.status})`);

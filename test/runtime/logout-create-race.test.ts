@@ -5,6 +5,7 @@ import { authorizationUrl, pkcePair, tokenRequest } from '../../client/oidc-clie
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
+import { interceptSends } from '../support/host.js';
 import { assertProblem } from '../support/identity.js';
 import { LONG_LEASE_ENV, logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
@@ -26,25 +27,21 @@ test.before(async () => {
   env = await testEnvironment(server.opsUrl, 'leas-world', 'lea');
 });
 
-type Host = { send: (kind: string, key: string, event: { type: string }) => Promise<unknown> };
-
 test('a session whose creation overlaps the browser logout is revoked: the creation answers 401, the session reads ended', async () => {
   const page = await lea.runtime(env);
-  const host = server.services.host as unknown as Host;
-  const original = host.send;
   let arrived!: (sessionId: string) => void;
   const createArrived = new Promise<string>((resolve) => (arrived = resolve));
   let release!: () => void;
   const logoutDone = new Promise<void>((resolve) => (release = resolve));
   // The creation has passed its token check and written its browser index row; its session.create is held until the
   // logout has run (the window is the time between the index row and the session actor's commit).
-  host.send = function (this: unknown, kind, key, event) {
+  const restore = interceptSends(server.services.host, (kind, key, event, next) => {
     if (kind === 'runtime-session' && event.type === 'session.create') {
       arrived(key);
-      return logoutDone.then(() => original.call(this, kind, key, event));
+      return logoutDone.then(() => next());
     }
-    return original.call(this, kind, key, event);
-  };
+    return next();
+  });
   let created: Response;
   let sessionId: string;
   try {
@@ -55,7 +52,7 @@ test('a session whose creation overlaps the browser logout is revoked: the creat
     release();
     created = await creating;
   } finally {
-    host.send = original;
+    restore();
   }
   await assertProblem(created, 401, 'runtime_authorization_expired');
 
@@ -77,22 +74,20 @@ test('a sign-in made and used while the logout runs (its first look over) leaves
   const code = location!.searchParams.get('code')!;
   assert.ok(code);
 
-  const host = server.services.host as unknown as Host;
-  const original = host.send;
   let looked!: () => void;
   const logoutLooked = new Promise<void>((resolve) => (looked = resolve));
   let release!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
   let holding = true;
-  host.send = function (this: unknown, kind, key, event) {
+  const restore = interceptSends(server.services.host, (kind, _key, event, next) => {
     // Only the logout's first revocation is held (a fixed creation that revokes its own session must not wait).
     if (holding && kind === 'runtime-lease' && event.type === 'lease.release') {
       holding = false;
       looked();
-      return held.then(() => original.call(this, kind, key, event));
+      return held.then(() => next());
     }
-    return original.call(this, kind, key, event);
-  };
+    return next();
+  });
   let during: RuntimeClient;
   let created: Response;
   try {
@@ -107,7 +102,7 @@ test('a sign-in made and used while the logout runs (its first look over) leaves
     assert.is((await loggingOut).status, 200);
   } finally {
     release();
-    host.send = original;
+    restore();
   }
   // The grant is revoked by the logout.
   assert.is((await new RuntimeClient(server.url, during.accessToken, env.origin).createSession()).status, 401);
@@ -122,19 +117,17 @@ test('a sign-in made and used while the logout runs (its first look over) leaves
 
 test('a creation however slow (its index row two minutes old) overlapping a logout leaves no live session behind', async () => {
   const page = await lea.runtime(env);
-  const host = server.services.host as unknown as Host;
-  const original = host.send;
   let arrived!: (sessionId: string) => void;
   const createArrived = new Promise<string>((resolve) => (arrived = resolve));
   let releaseCreate!: () => void;
   const createHeld = new Promise<void>((resolve) => (releaseCreate = resolve));
-  host.send = function (this: unknown, kind, key, event) {
+  const restore = interceptSends(server.services.host, (kind, key, event, next) => {
     if (kind === 'runtime-session' && event.type === 'session.create') {
       arrived(key);
-      return createHeld.then(() => original.call(this, kind, key, event));
+      return createHeld.then(() => next());
     }
-    return original.call(this, kind, key, event);
-  };
+    return next();
+  });
   let releaseLock!: () => void;
   const lockHeld = new Promise<void>((resolve) => (releaseLock = resolve));
   let locked!: () => void;
@@ -173,7 +166,7 @@ test('a creation however slow (its index row two minutes old) overlapping a logo
     releaseCreate();
     releaseLock();
     await lockTx?.catch(() => {});
-    host.send = original;
+    restore();
   }
 });
 

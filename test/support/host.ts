@@ -1,8 +1,10 @@
 import { ActorHost, type ActorHostOptions, type HostLogger } from '../../actors/actor-host.js';
+import type { ActorReply } from '../../actors/activation.js';
 import type { ActorKind } from '../../actors/actor-kind.js';
 import type { Clock } from '../../actors/clock.js';
 import { InProcessOwnership, type Ownership } from '../../actors/ownership.js';
 import type { Test } from 'uvu';
+import type { EventObject } from 'xstate';
 import type { ActorStore, CommitEntry, CommitOutcome } from '../../storage/actor-store.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
@@ -68,4 +70,24 @@ export function withActorStore(suite: Test, opened: (database: { db: TestDatabas
   suite.after(async () => {
     await db?.drop();
   });
+}
+
+/** An event as a test sees it passing through `interceptSends`. */
+export type SentEvent = EventObject & { readonly sessionId?: string };
+
+/**
+ * Routes every `host.send` through `send` (which calls `next` to deliver it, at once or later), until the returned
+ * function restores the host: for tests that hold one step of a flow to order it against another.
+ */
+export function interceptSends(
+  host: ActorHost,
+  send: (kind: string, key: string, event: SentEvent, next: () => Promise<ActorReply>) => Promise<ActorReply>,
+): () => void {
+  const original = host.send;
+  host.send = function <E extends EventObject>(this: ActorHost, kind: string, key: string, event: E): Promise<ActorReply> {
+    return send(kind, key, event, () => original.call(this, kind, key, event));
+  };
+  return () => {
+    host.send = original;
+  };
 }
