@@ -9,7 +9,7 @@ import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { assertProblem, enrolFirst, startEnrolment } from '../support/identity.js';
-import { startTestServer, withTestServer, type TestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /** Device plane through HTTP: enrolment, device assertions, devices, passports. Refusals first. */
@@ -19,7 +19,7 @@ let server: TestServer;
 const clock = new ManualClock(Date.now());
 const now = (): number => Math.floor(clock.now() / 1000);
 
-withTestServer(test, (started) => ({ db, server } = started), productParts, {}, clock);
+const lifecycle = withTestServer(test, (started) => ({ db, server } = started), productParts, {}, clock);
 
 async function introspect(passport: string): Promise<Record<string, unknown>> {
   const res = await fetch(`${server.url}/v1/auth/passports/introspect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ passport }) });
@@ -93,8 +93,7 @@ test('an assertion used before a restart is still refused after it, and expired 
   const used = await device.assertion({ method: 'GET', target: '/v1/account/devices' });
   const list = () => fetch(`${server.url}/v1/account/devices`, { headers: { 'platform-device-assertion': used } });
   assert.is((await list()).status, 200);
-  await server.stop('restart');
-  server = await startTestServer(db.url, productParts, {}, clock);
+  await lifecycle.restart();
   await assertProblem(await list(), 401, 'device_assertion_replayed');
   const fresh = await device.request(server.url, 'GET', '/v1/account/devices');
   assert.is(fresh.status, 200, 'a new assertion of the same device passes');

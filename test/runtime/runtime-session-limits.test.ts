@@ -8,7 +8,7 @@ import type { TestDatabase } from '../support/database.js';
 import { assertProblem } from '../support/identity.js';
 import { connect, controlToken, controlUrl } from '../support/runtime-socket.js';
 import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { startTestServer, withTestServer, type TestServer } from '../support/server.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -31,7 +31,7 @@ const settings = {
   RUNTIME_EVICTIONS_PER_MINUTE: '1000',
 };
 
-withTestServer(test, (started) => ({ db, server } = started), productParts, settings, clock);
+const lifecycle = withTestServer(test, (started) => ({ db, server } = started), productParts, settings, clock);
 test.before(async () => {
   await runtimePerson(server, 'owner-oz');
   env = await testEnvironment(server.opsUrl, 'limits-world', 'owner-oz');
@@ -173,8 +173,7 @@ test('creating and releasing in a loop is rate limited per person: 60 a minute, 
 test('the idle deadline is durable: a server started again on the same database releases the session on time', async () => {
   const pia = await person('pia');
   const [page] = await standbyPages(pia, env, 1);
-  await server.stop('restart');
-  server = await startTestServer(db.url, productParts, settings, clock);
+  await lifecycle.restart();
   // The new server listens elsewhere: the same device signs in afresh there, and the page names its old session.
   const browser = new RegistryBrowser(server.url, pia.device);
   assert.is((await browser.openPageSession()).status, 204);

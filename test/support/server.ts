@@ -21,24 +21,36 @@ export type TestServer = Awaited<ReturnType<typeof startTestServer>>;
 
 /**
  * Gives a suite a fresh database and the real server on it before its first test (`startTestServer`'s arguments after
- * the database), and stops and drops both after its last. Hooks the suite adds afterwards run after these.
+ * the database), and stops and drops both after its last. Hooks the suite adds afterwards run after these. `restart`
+ * stops the server and starts another one like it on the same database (handed to `opened` again): the one stopped
+ * after the last test is always the one running.
  */
 export function withTestServer(
   suite: Test,
   opened: (started: { db: TestDatabase; server: TestServer }) => void,
   ...args: StartArgs
-): void {
+): { restart(): Promise<void> } {
   let db: TestDatabase | undefined;
   let server: TestServer | undefined;
+  const start = async (database: TestDatabase): Promise<void> => {
+    server = await startTestServer(database.url, ...args);
+    opened({ db: database, server });
+  };
   suite.before(async () => {
     db = await createTestDatabase();
-    server = await startTestServer(db.url, ...args);
-    opened({ db, server });
+    await start(db);
   });
   suite.after(async () => {
     await server?.stop('test over');
     await db?.drop();
   });
+  return {
+    restart: async () => {
+      if (!db) throw new Error('restart() before the suite started');
+      await server?.stop('restart');
+      await start(db);
+    },
+  };
 }
 
 type StartArgs = Parameters<typeof startTestServer> extends [string, ...infer Rest] ? Rest : never;
