@@ -26,7 +26,7 @@ export interface ActorReply {
   readonly snapshot: AnyMachineSnapshot;
   /** Events the machine emitted while handling this event. */
   readonly emitted: readonly EventObject[];
-  /** False when the machine ignored the event: nothing was journaled. */
+  /** False when the machine ignored the event (nothing was journaled; nor is an ephemeral event's change). */
   readonly changed: boolean;
 }
 
@@ -112,6 +112,8 @@ export function restoreCommitted(
     sink.actions = [];
     snapshot = machine.transition(snapshot, record.event as never, scope) as AnyMachineSnapshot;
   }
+  // Journals and snapshots written before a kind declared an event ephemeral may still hold what it changed.
+  if (definition.ephemeral) snapshot = definition.ephemeral.forget(snapshot as never) as AnyMachineSnapshot;
   return { snapshot, scope: { scope, sink } };
 }
 
@@ -303,6 +305,17 @@ export class Activation implements CommitParticipant {
       this.#refuse(request, new ActorEventRejectedError(this.id, error));
       return;
     }
+    if (
+      effects === undefined &&
+      this.#definition.ephemeral?.events.has(stamped.type) &&
+      sameTimers(timers, this.#timersNow) &&
+      this.#endedAt(next) === this.#endedAt(current)
+    ) {
+      this.#snapshot = next;
+      request.reply = { version: this.#version, snapshot: next, emitted: emitted ?? NONE, changed: true };
+      this.#awaitCommit(request);
+      return;
+    }
     const baseVersion = this.#version;
     this.#version = baseVersion + 1;
     this.#snapshot = next;
@@ -346,9 +359,10 @@ export class Activation implements CommitParticipant {
   }
 
   snapshotForCommit(): SnapshotWrite {
+    const ephemeral = this.#definition.ephemeral;
     const write = {
       version: this.#version,
-      snapshot: this.#definition.machine.getPersistedSnapshot(this.#snapshot!),
+      snapshot: this.#definition.machine.getPersistedSnapshot(ephemeral ? ephemeral.forget(this.#snapshot! as never) : this.#snapshot!),
       timers: this.#timersNow,
     };
     const endedAt = this.#endedAt(this.#snapshot!);

@@ -27,6 +27,18 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
    * declares it only where a never-written actor may stand for an ended one (an id nobody reuses; an empty room).
    */
   readonly endedAt?: (snapshot: SnapshotFrom<TMachine>) => number | null;
+  /**
+   * Events whose effect lasts only as long as the activation (what a page shows others while its socket is open):
+   * handled in arrival order with the others, never journaled, and answered without a commit of their own (a reply
+   * still waits for the commits of the events before it). `forget` clears what they change from a state, and the host
+   * applies it to every snapshot it stores and every state it restores, so a reload never brings back a stale value.
+   * The journal replays without them, so nothing they change may influence how another event is handled. One that
+   * would change a durable timer or run an effect is journaled like any other event.
+   */
+  readonly ephemeral?: {
+    readonly events: ReadonlySet<string>;
+    readonly forget: (snapshot: SnapshotFrom<TMachine>) => SnapshotFrom<TMachine>;
+  };
   readonly policy?: Partial<ActorPolicy>;
 }
 

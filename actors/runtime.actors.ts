@@ -32,6 +32,12 @@ export function runtimeKinds(leaseEnded: (ended: LeaseEnded) => void, idleExpire
     timers: (snapshot) => runtimeSessionTimers(snapshot.context),
     // Released and revoked are final (nothing leaves them) and session ids are never issued twice.
     endedAt: (snapshot) => snapshot.context.endedAt,
+    // Presence is what a page shows while its socket is open: the page says it again after reconnecting, so storing
+    // every change (the runtime socket's most frequent message) would buy nothing.
+    ephemeral: {
+      events: new Set(['session.presence']),
+      forget: (snapshot) => (snapshot.context.presence === null ? snapshot : { ...snapshot, context: { ...snapshot.context, presence: null } }),
+    },
   });
   const lease = defineActorKind({
     name: RUNTIME_LEASE_KIND,

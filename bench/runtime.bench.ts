@@ -34,16 +34,17 @@
  *     the rest goes: `GET /v1/runtime/session`, the same credential work (runtime token signature, grant lookup,
  *     account epoch, session ownership) with no commit.
  * (b) Messages. BENCH_SOCKETS (32) runtime sockets of different people (fresh sessions, activated over HTTP), each
- *     keeping BENCH_IN_FLIGHT (16) `presence.update` messages in flight (alternating away/available, so each one is a
- *     durable session-actor commit; the reply `presence.updated` is sent once it committed) for BENCH_MESSAGE_MS.
+ *     keeping BENCH_IN_FLIGHT (16) `presence.update` messages in flight (alternating away/available, so each one
+ *     changes the session actor: the lease fence checked, the actor's transition, in order with its other events;
+ *     presence is ephemeral, so nothing is written to Postgres) for BENCH_MESSAGE_MS.
  *     messages/s counts replies inside the window; latency is send → reply, each reply matched to its message by the
  *     `ref` it echoes (the runtime may answer a socket's messages out of order). Baselines, same client code (`ws`
  *     package, every reply JSON-parsed, its type checked and its `ref` matched), same number of sockets, same
  *     pipelining, same message bytes: a raw uWebSockets.js echo server and a `ws` echo server, each in its own process
  *     (bench/support/echo-server.process.ts). Order: uWS, ws, runtime, ws, uWS; each baseline's better run counts.
  *     Targets: runtime ≥ 60 % of raw uWS, and ahead of `ws`.
- *     The echo servers do no work per message by design: the gap is the price of a validated, fenced, durable
- *     message. On a small machine the echo runs are bound by the one client process (it is printed: cpu client), so
+ *     The echo servers do no work per message by design: the gap is the price of a validated, fenced message handled
+ *     by its actor. On a small machine the echo runs are bound by the one client process (it is printed: cpu client), so
  *     "raw" is what this client can drive, an easier bar than uWS's own ceiling. The CPU columns give each process's
  *     cost per message, which is what to compare across servers. Also printed, from the server's metrics (operator
  *     listener): its group commits during the runtime run, events and actors per batch and the time from sending the

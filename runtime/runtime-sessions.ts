@@ -281,7 +281,7 @@ export class RuntimeSessions {
     throw problem(409, 'runtime_lease_stale', 'this lease is no longer current (it ended, lapsed, or was renewed under a newer version); activate again', 'fencing');
   }
 
-  /** Records what the person shows others in the Environment; the caller has checked the fence. */
+  /** Sets what the person shows others in the Environment (ephemeral: see the session kind); the caller has checked the fence. */
   presence(sessionId: string, state: PresenceState): Promise<unknown> {
     return this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, { type: 'session.presence', state });
   }

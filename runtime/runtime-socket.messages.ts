@@ -8,7 +8,7 @@ const Ref = z.string().min(1).max(64).describe('Chosen by the client; echoed on 
 export const PresenceStateSchema = z.enum(['available', 'away', 'busy']);
 
 export const RuntimeClientMessage = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('presence.update'), state: PresenceStateSchema, ref: Ref.optional() }).describe('Set what this person shows others in the Environment. Goes through the session actor; answered with `presence.updated` once committed.'),
+  z.strictObject({ type: z.literal('presence.update'), state: PresenceStateSchema, ref: Ref.optional() }).describe('Set what this person shows others in the Environment. Goes through the session actor, in order with its lease changes; answered with `presence.updated`. Ephemeral: it lasts while the socket is open and is never stored (say it again after reconnecting).'),
   z.strictObject({ type: z.literal('presence.list'), ref: Ref.optional() }).describe('Ask who is present in the Environment; answered with `presence.snapshot`.'),
   z.strictObject({ type: z.literal('ping'), ref: Ref.optional() }).describe('Application-level round trip; answered with `pong`.'),
 ]);

@@ -36,7 +36,10 @@ export interface RuntimeSessionContext {
   /** When this session is released unless it takes the lease first; null while it holds the lease, or once ended. */
   readonly idleUntil?: number | null;
   readonly lastActivityAt: number;
-  /** What the person shows others in the Environment while this session is active; null otherwise. */
+  /**
+   * What the person shows others in the Environment while this session is active; null otherwise. Ephemeral (see the
+   * kind): it lasts as long as the activation, is never stored, and nothing else in this machine reads it.
+   */
   readonly presence: { readonly state: PresenceState; readonly since: number } | null;
 }
 
@@ -171,7 +174,7 @@ export const runtimeSessionMachine = setup({
         'session.lease_lapsed': { guard: 'ownLeaseLapsed', target: 'standby', actions: 'loseLease' },
         'session.presence': {
           guard: ({ context, event }) => context.presence?.state !== event.state,
-          actions: assign(({ event }) => ({ presence: { state: event.state, since: event.at }, lastActivityAt: event.at })),
+          actions: assign(({ event }) => ({ presence: { state: event.state, since: event.at } })),
         },
         'session.release': { target: 'released', actions: 'end' },
         'session.revoke': { target: 'revoked', actions: 'end' },

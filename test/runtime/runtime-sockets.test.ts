@@ -65,15 +65,20 @@ test('the runtime socket refuses what the fence refuses, at the upgrade', async 
   await page.release();
 });
 
-test('an active page: ready, presence through the session actor, presence list and hints, ping', async () => {
+test('an active page: ready, presence through the session actor (ephemeral), presence list and hints, ping', async () => {
   const page = await (await ida.runtime(env)).open();
   const socket = await runtimeSocket(page);
   const ready = await socket.next('ready');
   assert.equal(ready, { type: 'ready', sessionId: page.sessionId, leaseVersion: page.lease!.leaseVersion, actorId: ready.actorId });
+  const { host } = server.services;
+  const before = await host.readCommitted('runtime-session', page.sessionId!);
   socket.send({ type: 'presence.update', state: 'away', ref: 'p1' });
   assert.equal(await socket.next('presence.updated'), { type: 'presence.updated', state: 'away', ref: 'p1' });
-  const committed = await server.services.host.readCommitted('runtime-session', page.sessionId!);
-  assert.is((committed!.state as { context: { presence: { state: string } } }).context.presence.state, 'away', 'the session actor committed it');
+  type Presence = { context: { presence: { state: string } | null } };
+  assert.is((host.peekCommitted('runtime-session', page.sessionId!) as unknown as Presence).context.presence?.state, 'away', 'the session actor holds it');
+  const after = await host.readCommitted('runtime-session', page.sessionId!);
+  assert.is(after!.version, before!.version, 'presence is ephemeral: nothing journaled');
+  assert.is((after!.state as Presence).context.presence, null, 'nor stored');
 
   const jonPage = await (await jon.runtime(env)).open();
   const jonSocket = await runtimeSocket(jonPage);
