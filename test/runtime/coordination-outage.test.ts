@@ -100,6 +100,10 @@ const runtimeCalls: ReadonlyArray<readonly [string, () => Promise<Response>]> = 
   ['create session', () => fresh.createSession()],
   // The gateway looks up a page's origin before anything else; that lookup failing is the same outage.
   ['create session (an origin not looked up yet)', () => unseen.createSession()],
+  [
+    'preflight of a Runtime call (an origin not looked up yet)',
+    () => fetch(`${server.url}/v1/runtime/session`, { method: 'OPTIONS', headers: { origin: unseen.origin, 'access-control-request-method': 'POST' } }),
+  ],
   ['read session (active)', () => active.read()],
   ['read session (standby)', () => standby.read()],
   ['activate standby', () => standby.activate()],

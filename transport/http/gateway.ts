@@ -163,7 +163,9 @@ export class HttpGateway {
     const dispatch = async (): Promise<Reply | undefined> => {
       // Decided before anything runs: a lookup failure must refuse the request, not hide a result it produced.
       if (cors && request.headers.origin !== undefined) {
-        const runtime = match.kind === 'found' && runtimeCredentials.has(match.route.credential);
+        // A preflight of a Runtime call is part of that call: an outage answers with the Runtime's code too.
+        const routes = match.kind === 'found' ? [match.route] : match.kind === 'method_not_allowed' ? match.corsRoutes : [];
+        const runtime = routes.some((route) => runtimeCredentials.has(route.credential));
         allowedOrigin = await this.#allowedOrigin(request.headers.origin, runtime);
       }
       if (this.#draining && !(match.kind === 'found' && match.route.servesWhileDraining)) {

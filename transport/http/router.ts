@@ -5,13 +5,15 @@ export type RouteMatch =
   | { readonly kind: 'found'; readonly route: AnyRoute; readonly params: Readonly<Record<string, string>> }
   /**
    * `errorFormat`: the path's operations' own, when they share one (refusing them is part of those operations);
-   * `corsMethods`: those of the path's operations called cross-origin (an OPTIONS is then their preflight).
+   * `corsMethods`: those of the path's operations called cross-origin (an OPTIONS is then their preflight), and
+   * `corsRoutes` those operations.
    */
   | {
       readonly kind: 'method_not_allowed';
       readonly allowed: readonly HttpMethod[];
       readonly errorFormat: ErrorFormat | undefined;
       readonly corsMethods: readonly HttpMethod[];
+      readonly corsRoutes: readonly AnyRoute[];
     }
   | { readonly kind: 'not_found' }
   | { readonly kind: 'bad_path'; readonly errorFormat: ErrorFormat; readonly cors: boolean };
@@ -71,8 +73,14 @@ export class Router {
     const compiled = name === 'head' ? methods.get('get') : methods.get(name as HttpMethod);
     if (!compiled) {
       const formats = new Set([...methods.values()].map((c) => c.route.errorFormat));
-      const corsMethods = [...methods].filter(([, c]) => c.route.cors === true).map(([m]) => m);
-      return { kind: 'method_not_allowed', allowed: [...methods.keys()], errorFormat: formats.size === 1 ? [...formats][0] : undefined, corsMethods };
+      const cors = [...methods].filter(([, c]) => c.route.cors === true);
+      return {
+        kind: 'method_not_allowed',
+        allowed: [...methods.keys()],
+        errorFormat: formats.size === 1 ? [...formats][0] : undefined,
+        corsMethods: cors.map(([m]) => m),
+        corsRoutes: cors.map(([, c]) => c.route),
+      };
     }
     const params: Record<string, string> = {};
     try {
