@@ -257,9 +257,10 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
           conn.send({ type: 'presence.snapshot', members: presence.members(caller.environmentId), ...(message.ref ? { ref: message.ref } : {}) });
           return;
         case 'presence.update': {
+          // Outages are told as such (`runtime_coordination_unavailable`), as on every Runtime call, not as a failure.
           const known = sessions.committedLeaseHolder(caller.accountId);
-          if (!holdsLease(conn, known ? known.holder : await sessions.leaseHolder(caller.accountId))) return;
-          await sessions.presence(sessionId, message.state);
+          if (!holdsLease(conn, known ? known.holder : await coordinated(() => sessions.leaseHolder(caller.accountId)))) return;
+          await coordinated(() => sessions.presence(sessionId, message.state));
           presence.set(caller.environmentId, sessionId, message.state, clock.now());
           conn.send({ type: 'presence.updated', state: message.state, ...(message.ref ? { ref: message.ref } : {}) });
           return;
