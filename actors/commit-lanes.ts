@@ -120,7 +120,7 @@ class CommitLane {
 
   async #flush(): Promise<void> {
     if (this.#inFlight || this.#queued.size === 0) return;
-    const batch: Pending[] = [];
+    let batch: Pending[] = [];
     for (const pending of this.#queued.values()) {
       batch.push(pending);
       if (batch.length >= this.#maxBatchActors) break;
@@ -130,14 +130,30 @@ class CommitLane {
     // Every event of an actor gets its journal row; a snapshot, when one is due, is the newest state only.
     const entries: CommitEntry[] = [];
     let snapshots = 0;
+    let unwritable: Pending[] | undefined;
     for (const p of batch) {
       const { kind, key, epoch } = p.participant;
-      if (p.withSnapshot) snapshots++;
-      entries.push(
-        p.withSnapshot
-          ? { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot: snapshotAt(p) }
-          : { kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal },
-      );
+      if (!p.withSnapshot) {
+        entries.push({ kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal });
+        continue;
+      }
+      let snapshot: SnapshotWrite;
+      try {
+        // Kind code runs here (`ephemeral.forget`, `endedAt`): a fault in it is that actor's, not its batch's.
+        snapshot = snapshotAt(p);
+      } catch (error) {
+        (unwritable ??= []).push(p);
+        p.participant.commitFailed(error);
+        continue;
+      }
+      snapshots++;
+      entries.push({ kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot });
+    }
+    if (unwritable) batch = batch.filter((p) => !unwritable.includes(p));
+    if (batch.length === 0) {
+      this.#inFlight = false;
+      if (this.#queued.size > 0) this.#schedule();
+      return;
     }
     const started = performance.now();
     try {
