@@ -55,12 +55,14 @@ const grids = new Map<number, z.ZodNumber>();
 /**
  * Whether `value` is a whole number of `step`s, decided as the schema published to Plugins decides it (zod's
  * decimal-aware `multipleOf`: 0.35 is on the 0.05 grid although 0.35 / 0.05 is 6.999999999999999 in binary floating
- * point, and 0.50000000001 is not), so the registry never stores or delivers a value that schema refuses.
+ * point, and 0.50000000001 is not), so the registry never stores or delivers a value that schema refuses; and
+ * stricter than it only where its tolerance is wrong (a value that is not zero yet less than half a step).
  */
 function onGrid(step: number, value: number): boolean {
   let grid = grids.get(step);
   if (!grid) grids.set(step, (grid = z.number().multipleOf(step)));
-  return grid.safeParse(value).success;
+  // zod's tolerance is absolute near zero (it admits 1e-20 as a multiple of 0.05): none of zero steps is zero itself.
+  return grid.safeParse(value).success && (value === 0 || Math.round(value / step) !== 0);
 }
 
 export function definitionOf(schema: SettingsSchema, name: string): SettingDefinition | undefined {

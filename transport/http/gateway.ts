@@ -442,6 +442,7 @@ function readBody(
 function parseQuery(query: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of new URLSearchParams(query)) {
+    refuseProtoName(name, 'query');
     const prior = out[name];
     out[name] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
   }
@@ -466,11 +467,44 @@ function parseBody(route: AnyRoute, headers: Readonly<Record<string, string>>, b
   } catch {
     throw new HttpError(400, 'malformed_json', 'the request body is not valid UTF-8');
   }
+  let json: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    json = JSON.parse(text) as unknown;
   } catch (error) {
     throw new HttpError(400, 'malformed_json', `the request body is not valid JSON: ${(error as Error).message}`);
   }
+  // JSON.parse makes `__proto__` an own member, which schema validation then never sees (zod skips it): refused here,
+  // or a member the client sent would be silently dropped. Only a body that can spell it (plainly or escaped) is walked.
+  const proto = text.includes('__proto__') || text.includes('\\u') ? protoMemberAt(json) : undefined;
+  if (proto !== undefined) {
+    throw new HttpError(400, 'validation_failed', 'the request body did not validate', {
+      details: [{ pointer: proto, in: 'body', code: 'unrecognized', message: '`__proto__` is not a member name any request takes' }],
+    });
+  }
+  return json;
+}
+
+/** Assigning `__proto__` to a plain object is silently ignored: a parameter of that name would vanish unrefused. */
+function refuseProtoName(name: string, part: ErrorDetail['in']): void {
+  if (name !== '__proto__') return;
+  throw new HttpError(400, 'validation_failed', `the ${part === 'body' ? 'request body' : `${part} parameters`} did not validate`, {
+    details: [{ pointer: '/__proto__', in: part, code: 'unrecognized', message: '`__proto__` is not a parameter any request takes' }],
+  });
+}
+
+/** The JSON Pointer of the first own `__proto__` member in `value` (its own stack: bodies may nest deep). */
+function protoMemberAt(value: unknown): string | undefined {
+  const pending: Array<readonly [unknown, string]> = [[value, '']];
+  for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
+    const [node, pointer] = item;
+    if (Array.isArray(node)) {
+      for (let i = node.length - 1; i >= 0; i--) pending.push([node[i], `${pointer}/${i}`]);
+    } else if (typeof node === 'object' && node !== null) {
+      if (Object.hasOwn(node, '__proto__')) return `${pointer}/__proto__`;
+      for (const [name, child] of Object.entries(node)) pending.push([child, `${pointer}/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`]);
+    }
+  }
+  return undefined;
 }
 
 const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;\s*charset=utf-8\s*)?$/i;
@@ -489,6 +523,7 @@ function parseForm(type: string | undefined, body: Buffer): Record<string, strin
   }
   const out: Record<string, string> = {};
   for (const [name, value] of new URLSearchParams(text)) {
+    refuseProtoName(name, 'body');
     // RFC 6749 3.1 and 3.2: a parameter sent twice makes the request invalid, not "the last one wins".
     if (Object.hasOwn(out, name)) throw new HttpError(400, 'form_parameter_repeated', `the form parameter ${name} is repeated`);
     out[name] = value;
