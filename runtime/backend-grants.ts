@@ -11,6 +11,7 @@ import { fencedGrantColumns, liveFencedGrant, refuseUndeclaredScopes, type Issui
 import type { RuntimeSessions } from './runtime-sessions.js';
 
 export const BACKEND_GRANT_TTL_S = 5 * 60;
+const ISSUE_ATTEMPTS = 3;
 /** What a page may hand its backend through a grant: flat, small, opaque to the registry. */
 export type GrantContext = Readonly<Record<string, string | number | boolean>>;
 
@@ -64,6 +65,8 @@ export class BackendGrants {
   async declare(backend: EnvironmentBackend, actor: string): Promise<EnvironmentBackend> {
     const at = new Date(this.clock.now());
     await this.db.transaction().execute(async (trx) => {
+      // The upsert comes first: its row lock, held until commit, orders this redeclaration against every grant being
+      // issued (insertIfStillDeclared), so the revocation below sees each grant that the new declaration did not refuse.
       await trx
         .insertInto('environment_backends')
         .values({ environment_id: backend.environmentId, endpoint: backend.endpoint, scopes: JSON.stringify(backend.scopes), updated_at: at })
@@ -96,28 +99,64 @@ export class BackendGrants {
     environmentRoles: readonly string[],
   ): Promise<IssuedBackendGrant> {
     return coordinated(async () => {
-      const backend = await this.backendOf(caller.environmentId);
-      if (!backend) {
-        throw new HttpError(409, 'environment_backend_not_declared', 'this Environment has declared no backend, so no grant can be issued for it', { family: 'catalog' });
+      // A miss means a redeclaration committed since the read: the request is judged again against the declaration
+      // that now stands (refused like any other, or issued for the new endpoint). Each miss needs another redeclaration
+      // committed within a round trip, so running out of attempts is a defect, not operators at work.
+      for (let attempt = 1; ; attempt++) {
+        const backend = await this.backendOf(caller.environmentId);
+        if (!backend) {
+          throw new HttpError(409, 'environment_backend_not_declared', 'this Environment has declared no backend, so no grant can be issued for it', { family: 'catalog' });
+        }
+        refuseUndeclaredScopes(request.scopes, backend.scopes, 'the Environment');
+        const issued = await this.insertIfStillDeclared(caller, fence, request, environmentRoles, backend);
+        if (issued) return issued;
+        if (attempt === ISSUE_ATTEMPTS) throw new Error(`a backend grant for ${caller.environmentId} missed its declaration ${ISSUE_ATTEMPTS} times in a row`);
       }
-      refuseUndeclaredScopes(request.scopes, backend.scopes, 'the Environment');
-      const { token, hash } = newOpaqueToken('ebg');
-      const grantId = newId('ebgr');
-      const now = this.clock.now();
-      const expiresAt = now + BACKEND_GRANT_TTL_S * 1000;
-      await this.db
-        .insertInto('environment_backend_grants')
-        .values({
-          id: grantId,
-          token_hash: hash,
-          ...fencedGrantColumns(caller, fence, environmentRoles, now, expiresAt),
-          endpoint: backend.endpoint,
-          scopes: JSON.stringify(request.scopes),
-          context: JSON.stringify(request.context),
-        })
-        .execute();
-      return { grantId, token, endpoint: backend.endpoint, scopes: request.scopes, expiresAt };
     });
+  }
+
+  /**
+   * Inserts the grant only if the declaration still names `backend.endpoint` and covers the scopes, in one statement
+   * that holds the declaration row FOR SHARE. declare() updates that row and revokes the grants that no longer fit in
+   * one transaction, so the two are ordered by the row lock: a grant inserted first is seen by that revocation, and an
+   * insert that waited on the redeclaration re-checks its WHERE against the new row (READ COMMITTED) and inserts
+   * nothing. Reading the declaration, then inserting, would let a redeclaration commit in between and miss the grant.
+   */
+  private async insertIfStillDeclared(
+    caller: RuntimeCaller,
+    fence: IssuingFence,
+    request: { scopes: readonly string[]; context: GrantContext },
+    environmentRoles: readonly string[],
+    backend: EnvironmentBackend,
+  ): Promise<IssuedBackendGrant | undefined> {
+    const { token, hash } = newOpaqueToken('ebg');
+    const grantId = newId('ebgr');
+    const now = this.clock.now();
+    const expiresAt = now + BACKEND_GRANT_TTL_S * 1000;
+    const values = {
+      id: grantId,
+      token_hash: hash,
+      ...fencedGrantColumns(caller, fence, environmentRoles, now, expiresAt),
+      scopes: JSON.stringify(request.scopes),
+      context: JSON.stringify(request.context),
+    };
+    // Bare parameters: INSERT … SELECT types them by the columns they land in (jsonb, timestamptz, int8), as VALUES would.
+    const columns = Object.keys(values) as (keyof typeof values)[];
+    const result = await this.db
+      .insertInto('environment_backend_grants')
+      .columns([...columns, 'endpoint'])
+      .expression((eb) =>
+        eb
+          .selectFrom('environment_backends')
+          .select((s) => [...columns.map((column) => s.val(values[column]).as(column)), 'endpoint'])
+          .where('environment_id', '=', caller.environmentId)
+          .where('endpoint', '=', backend.endpoint)
+          .where(sql<boolean>`scopes @> ${values.scopes}::jsonb`)
+          .forShare(),
+      )
+      .executeTakeFirst();
+    if (Number(result.numInsertedOrUpdatedRows ?? 0n) === 0) return undefined;
+    return { grantId, token, endpoint: backend.endpoint, scopes: request.scopes, expiresAt };
   }
 
   /** Revokes one grant of the caller's session; false when the session holds no such grant. */
