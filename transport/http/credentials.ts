@@ -257,7 +257,8 @@ export function coordinationUnavailable(cause: unknown): HttpError {
   });
 }
 
-const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
+// RFC 9110 11.1: the scheme is a case-insensitive token (`bearer`, `BEARER`), followed by one or more spaces.
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*)$/i;
 
 /** The token of an `Authorization: Bearer` header (RFC 6750 token68); undefined when there is none. */
 export function bearerToken(headers: Readonly<Record<string, string>>): string | undefined {

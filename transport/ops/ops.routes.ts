@@ -71,10 +71,16 @@ export interface OpsDependencies {
   readonly renderMetrics: () => string;
 }
 
+/**
+ * The scheme is case-insensitive (RFC 9110 11.1); the rest is taken as sent rather than as token68, since OPS_TOKEN
+ * may be any string the operator chose.
+ */
+const OPERATOR_BEARER = /^Bearer +(.+)$/is;
+
 const LOOPBACK_HOST = /^(127\.\d+\.\d+\.\d+|\[::1\]|localhost)(:\d+)?$/;
 
 export function operatorVerifier(token: string | undefined): CredentialVerifier {
-  const expected = token === undefined ? undefined : Buffer.from(`Bearer ${token}`);
+  const expected = token === undefined ? undefined : Buffer.from(token);
   return (request) => {
     if (expected === undefined) {
       // Without a token the listener trusts loopback, so it must be reached as loopback: a web page that rebinds its
@@ -84,7 +90,7 @@ export function operatorVerifier(token: string | undefined): CredentialVerifier 
       }
       return { credential: 'operator', subject: 'operator@loopback' };
     }
-    const given = Buffer.from(request.headers.authorization ?? '');
+    const given = Buffer.from(OPERATOR_BEARER.exec(request.headers.authorization ?? '')?.[1] ?? '');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new HttpError(401, 'operator_token_invalid', 'a valid operator token is required', {
         headers: { 'www-authenticate': 'Bearer realm="operator"' },
