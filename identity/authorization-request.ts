@@ -15,6 +15,35 @@ export interface AuthorizationParameters {
   readonly max_age?: string | undefined;
 }
 
+const PARAMETER_NAMES = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age'] as const;
+
+type ParameterName = (typeof PARAMETER_NAMES)[number];
+
+/** The parameters of a request as sent, each once or (a malformed request) several times. */
+export type SentParameters = { readonly [N in ParameterName]?: string | readonly string[] | undefined };
+
+/** The parameters sent once, and the names of those sent more than once (which make the request invalid). */
+export interface SplitParameters {
+  readonly parameters: AuthorizationParameters;
+  readonly repeated: readonly ParameterName[];
+}
+
+/**
+ * Separates repeated parameters from the rest, so that a repeat can be answered like any other invalid request (RFC
+ * 6749 4.1.2.1: by redirect, once the client and its redirect URI are known) rather than refused before the client
+ * is even looked up. Unrecognised parameters are ignored (RFC 6749 3.1), repeated or not.
+ */
+export function splitRepeated(sent: SentParameters): SplitParameters {
+  const parameters: { [N in ParameterName]?: string } = {};
+  const repeated: ParameterName[] = [];
+  for (const name of PARAMETER_NAMES) {
+    const value = sent[name];
+    if (typeof value === 'string') parameters[name] = value;
+    else if (value !== undefined) repeated.push(name);
+  }
+  return { parameters, repeated };
+}
+
 export interface AuthorizationRequest {
   readonly client: OidcClient;
   readonly redirectUri: string;
@@ -59,10 +88,15 @@ export function isLoopbackRedirect(uri: string): boolean {
   return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.port !== '' && url.username === '' && url.password === '' && url.hash === '' && url.href === uri;
 }
 
-export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory): Promise<AuthorizationCheck> {
+export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory, repeated: readonly ParameterName[] = []): Promise<AuthorizationCheck> {
   const p = parameters;
+  // Which of several clients or redirect URIs was meant cannot be known, so neither is trusted with a redirect.
+  if (repeated.includes('client_id')) return { kind: 'fatal', code: 'client_id_repeated', message: 'The request names its application more than once.' };
   const client = p.client_id ? await directory.client(p.client_id) : undefined;
   if (!client) return { kind: 'fatal', code: 'client_unknown', message: 'This application is not registered with the registry.' };
+  if (repeated.includes('redirect_uri')) {
+    return { kind: 'fatal', code: 'redirect_uri_repeated', message: 'The request names the address to return to more than once.' };
+  }
   const redirectUri = p.redirect_uri;
   const redirectOk =
     redirectUri !== undefined && (client.kind === 'cli' ? isLoopbackRedirect(redirectUri) : client.redirectUris.includes(redirectUri));
@@ -70,6 +104,12 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
     return { kind: 'fatal', code: 'redirect_uri_invalid', message: 'The address this application asked to return to is not registered for it.' };
   }
   const fail = (error: string, code: string, message: string): AuthorizationCheck => ({ kind: 'redirect_error', redirectUri, error, code, message, state: p.state });
+  if (repeated.length > 0) {
+    // A repeated state is not echoed: which one the client would recognise is unknown.
+    const message = `parameters sent more than once: ${repeated.join(' ')}`;
+    return { kind: 'redirect_error', redirectUri, error: 'invalid_request', code: 'parameter_repeated', message, state: repeated.includes('state') ? undefined : p.state };
+  }
+  if (!p.response_type) return fail('invalid_request', 'response_type_required', 'response_type is required (response_type=code)');
   if (p.response_type !== 'code') return fail('unsupported_response_type', 'response_type_unsupported', 'only response_type=code is supported');
   if (p.code_challenge === undefined) return fail('invalid_request', 'pkce_required', 'PKCE is required: send code_challenge with code_challenge_method=S256');
   if (p.code_challenge_method !== 'S256') return fail('invalid_request', 'pkce_method_unsupported', 'code_challenge_method must be S256 (plain is refused)');

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import type { Clock } from '../../../actors/clock.js';
 import type { Accounts } from '../../../identity/accounts.js';
 import { consentPage, errorPage, pageHeaders, signInPage } from '../../../identity/authorization-page.js';
-import { checkAuthorization, redirectBack, type AuthorizationRequest } from '../../../identity/authorization-request.js';
+import { checkAuthorization, redirectBack, splitRepeated, type AuthorizationRequest } from '../../../identity/authorization-request.js';
 import type { BrowserSessions } from '../../../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../../../identity/environments.js';
 import { ACCESS_TOKEN_TTL_S, CLIENT_SCOPES, type OAuthGrants } from '../../../identity/oauth-grants.js';
@@ -22,28 +22,43 @@ export interface OidcDependencies {
 
 const optional = z.string().optional();
 
-const AuthorizationQuery = z.object({
-  response_type: optional.describe('Must be `code`.'),
-  client_id: optional,
-  redirect_uri: optional.describe('Environment clients: exactly one of the registered URIs. CLI client: `http://127.0.0.1:{port}/…` or `http://[::1]:{port}/…`, any port.'),
-  scope: optional.describe('Environment clients: `openid runtime`; CLI client: `openid management`. Absent: all of them.'),
-  state: optional,
-  nonce: optional,
-  code_challenge: optional.describe('base64url SHA-256 of the code verifier (43 characters).'),
-  code_challenge_method: optional.describe('Must be `S256`; `plain` is refused.'),
-  max_age: optional.describe(
+/**
+ * The authorization request's parameters, described once for the query of the GET and the form of the POST. In the
+ * query each may arrive as a list (sent more than once): that is the handler's to refuse, by redirect once the client
+ * and redirect URI are trusted (RFC 6749 4.1.2.1), not the gateway's, whose refusal would show the person raw JSON.
+ */
+const authorizationParameters = {
+  response_type: 'Must be `code`.',
+  client_id: undefined,
+  redirect_uri: 'Environment clients: exactly one of the registered URIs. CLI client: `http://127.0.0.1:{port}/…` or `http://[::1]:{port}/…`, any port.',
+  scope: 'Environment clients: `openid runtime`; CLI client: `openid management`. Absent: all of them.',
+  state: undefined,
+  nonce: undefined,
+  code_challenge: 'base64url SHA-256 of the code verifier (43 characters).',
+  code_challenge_method: 'Must be `S256`; `plain` is refused.',
+  max_age:
     'Seconds (at least 60: a sign-in happens in the desktop app; 0, OIDC\'s `prompt=login`, is not offered): the oldest ' +
     'sign-in on this browser (its page session) the client accepts. An older one is treated as none (`prompt=none`: ' +
     '`login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
-  ),
-  prompt: optional.describe(
+  prompt:
     '`none`: answer at once: `login_required` without a page session, `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
-  ),
-});
+} as const;
+
+type AuthorizationParameterName = keyof typeof authorizationParameters;
+
+function parameterSchemas<S extends z.ZodType>(schema: () => S): { [N in AuthorizationParameterName]: z.ZodOptional<S> } {
+  const entries = Object.entries(authorizationParameters).map(([name, description]) => {
+    const field = schema().optional();
+    return [name, description === undefined ? field : field.describe(description)];
+  });
+  return Object.fromEntries(entries) as { [N in AuthorizationParameterName]: z.ZodOptional<S> };
+}
+
+const AuthorizationQuery = z.object(parameterSchemas(() => z.union([z.string(), z.array(z.string())])));
 
 const AuthorizationForm = apiSchema(
   'AuthorizationDecisionForm',
-  AuthorizationQuery.omit({ prompt: true }).extend({
+  z.object(parameterSchemas(() => z.string())).omit({ prompt: true }).extend({
     csrf: z.string().describe('The token the consent page carries.'),
     decision: z.enum(['allow', 'deny']),
   }),
@@ -166,9 +181,11 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       path: '/v1/oidc/authorize',
       summary: 'Authorization endpoint (registry page)',
       description:
-        'Authorization Code with PKCE (S256 only). An unknown client or a redirect URI not registered for it is shown ' +
-        'as an error page and never redirected to. Other errors return to the redirect URI with `error`, `state` and ' +
-        '`iss`. The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
+        'Authorization Code with PKCE (S256 only). An unknown client or a redirect URI not registered for it (or either ' +
+        'sent more than once) is shown as an error page and never redirected to. Other errors return to the redirect ' +
+        'URI with `error`, `state` and `iss`: among them any other parameter sent more than once (`invalid_request`, ' +
+        'code `parameter_repeated`; `state` is not echoed when it was the one repeated) and a missing `response_type` ' +
+        '(`invalid_request`; a value other than `code` is `unsupported_response_type`). The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
         'person to sign in with the desktop app (or, with `prompt=none`, returns `error=login_required`); with one it ' +
         'shows a consent form. With `prompt=none` it returns a code at once when the person already agreed to these ' +
         'scopes for this Environment client, and `consent_required` otherwise (always for the CLI client). Codes are ' +
@@ -182,7 +199,8 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         401: { description: 'No page session: the sign-in page.', text: html },
       },
       handler: async ({ query, headers, requestId }) => {
-        const check = await checkAuthorization(query, deps.directory);
+        const { parameters, repeated } = splitRepeated(query);
+        const check = await checkAuthorization(parameters, deps.directory, repeated);
         if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
