@@ -110,6 +110,8 @@ const DiscoveryDocument = apiSchema(
   'OpenID Provider metadata (OpenID Connect Discovery 1.0).',
 );
 
+/** The Basic scheme (RFC 7617), case-insensitive as every scheme (RFC 9110 11.1). */
+const BASIC = /^Basic(?: |$)/i;
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const html = { mediaType: 'text/html; charset=utf-8' } as const;
 const location = { Location: { description: 'Where the browser goes next.', schema: z.string() } };
@@ -276,7 +278,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds; management tokens are checked online against their grant ` +
         'and the account epoch on every call (runtime tokens by the Runtime plane). ' +
         'Errors are RFC 6749 bodies with the stable `code` and `requestId` added; an unknown `client_id` is 401 ' +
-        '`invalid_client` (RFC 6749 5.2).',
+        '`invalid_client` (RFC 6749 5.2). Every client is public (`token_endpoint_auth_methods_supported`: `none`): a ' +
+        'request that authenticates with HTTP Basic is 401 `invalid_client` (code `client_authentication_unsupported`) ' +
+        'with `WWW-Authenticate: Basic realm="registry"`, whatever else it sends.',
       tags: ['Authorization'],
       credential: 'none',
       errorFormat: 'oauth',
@@ -284,8 +288,22 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       bodyFormat: 'form',
       body: TokenForm,
       maxBodyBytes: 8 * 1024,
-      responses: { 200: { description: 'Tokens.', schema: TokenResponse } },
-      handler: async ({ body }) => {
+      responses: {
+        200: { description: 'Tokens.', schema: TokenResponse },
+        401: {
+          description: 'Client authentication failed: an unknown `client_id`, or HTTP Basic sent.',
+          headers: { 'WWW-Authenticate': { description: '`Basic realm="registry"` when the request authenticated with HTTP Basic.', schema: z.string() } },
+        },
+      },
+      handler: async ({ body, headers }) => {
+        // RFC 6749 5.2: Basic is a method this registry does not offer, so the attempt fails as client authentication,
+        // answered in the scheme the client used, rather than being ignored in favour of the form's client_id.
+        if (BASIC.test(headers.authorization ?? '')) {
+          throw new HttpError(401, 'client_authentication_unsupported', 'clients are public: send client_id in the form, without an Authorization header', {
+            oauthError: 'invalid_client',
+            headers: { 'www-authenticate': 'Basic realm="registry"' },
+          });
+        }
         const client = body.client_id ? await deps.directory.client(body.client_id) : undefined;
         if (!client) throw new HttpError(401, 'client_unknown', 'client_id names no registered client', { oauthError: 'invalid_client' });
         if (body.grant_type === 'authorization_code') {
