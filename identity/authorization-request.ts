@@ -1,4 +1,4 @@
-import type { EnvironmentDirectory, OidcClient } from './environments.js';
+import { hasFragment, type EnvironmentDirectory, type OidcClient } from './environments.js';
 import { CLIENT_SCOPES } from './oauth-grants.js';
 
 /** The parameters of an OIDC authorization request as sent (query of the GET, form of the POST). */
@@ -85,7 +85,7 @@ export function isLoopbackRedirect(uri: string): boolean {
   } catch {
     return false;
   }
-  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.port !== '' && url.username === '' && url.password === '' && url.hash === '' && url.href === uri;
+  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.port !== '' && url.username === '' && url.password === '' && !hasFragment(url) && url.href === uri;
 }
 
 export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory, repeated: readonly ParameterName[] = []): Promise<AuthorizationCheck> {
@@ -99,7 +99,11 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   }
   const redirectUri = p.redirect_uri;
   const redirectOk =
-    redirectUri !== undefined && (client.kind === 'cli' ? isLoopbackRedirect(redirectUri) : client.redirectUris.includes(redirectUri));
+    redirectUri !== undefined &&
+    (client.kind === 'cli'
+      ? isLoopbackRedirect(redirectUri)
+      : // A fragment is refused here too: registration let `…#` through before it checked for an empty fragment.
+        client.redirectUris.includes(redirectUri) && !redirectUri.includes('#'));
   if (!redirectOk || redirectUri === undefined) {
     return { kind: 'fatal', code: 'redirect_uri_invalid', message: 'The address this application asked to return to is not registered for it.' };
   }

@@ -60,6 +60,15 @@ export function canonicalOrigin(text: string): string | undefined {
   return secure && url.origin === text ? url.origin : undefined;
 }
 
+/**
+ * Whether a URI has a fragment component (RFC 6749 3.1.2 forbids one in a redirect URI). Not `url.hash !== ''`: WHATWG
+ * URL reports an empty fragment (`…/cb#`) as `hash === ''` while the URI still has one. In a serialised URL a `#` can
+ * only be the fragment's delimiter.
+ */
+export function hasFragment(url: URL): boolean {
+  return url.href.includes('#');
+}
+
 function refuse(message: string, pointer: string): never {
   throw new HttpError(400, 'validation_failed', message, { details: [{ pointer, in: 'body', code: 'invalid', message }] });
 }
@@ -105,7 +114,7 @@ export class EnvironmentDirectory {
       } catch {
         url = undefined;
       }
-      if (!url || url.origin !== origin || url.hash !== '' || url.href !== uri) {
+      if (!url || url.origin !== origin || hasFragment(url) || url.href !== uri) {
         refuse(`redirect URI ${i + 1} must be an absolute URL on the Environment's origin ${origin}, without a fragment`, `/redirectUris/${i}`);
       }
     });
