@@ -386,10 +386,42 @@ export class OAuthGrants {
    * `grant_type=refresh_token` (CLI only): the presented token is spent and a new one issued in the same grant. A
    * spent token presented again means two parties hold the family: the whole grant is revoked (RFC 9700 4.14).
    */
-  async refresh(input: { client: OidcClient; refreshToken: string }): Promise<TokenResponse> {
+  /**
+   * `scopes`: the refresh request's `scope` (RFC 6749 6), when sent. Only the sign-in's own scopes are accepted: more is
+   * `invalid_scope` as the RFC requires, and so is less, since an access token is checked against its grant's scopes
+   * (a narrower token would still carry the grant's rights).
+   */
+  async refresh(input: { client: OidcClient; refreshToken: string; scopes?: readonly string[] | undefined }): Promise<TokenResponse> {
     const { db, clock } = this.#d;
     const now = clock.now();
     const hash = hashToken(input.refreshToken);
+    const requested = input.scopes;
+    if (requested !== undefined) {
+      // Checked before the rotation, which would spend the token: a refused scope must leave the client its token.
+      // A grant's scopes never change, so reading them apart from the rotation races with nothing. A token that is
+      // unknown, spent or of an ended sign-in is left to the rotation, which names that (and revokes on reuse).
+      const live = await db
+        .selectFrom('oauth_refresh_tokens as t')
+        .innerJoin('oauth_grants as g', 'g.id', 't.grant_id')
+        .select('g.scopes')
+        .where('t.token_hash', '=', hash)
+        .where('t.used_at', 'is', null)
+        .where('g.client_id', '=', input.client.clientId)
+        .where('g.revoked_at', 'is', null)
+        .where('g.expires_at', '>', new Date(now))
+        .executeTakeFirst();
+      if (live) {
+        const beyond = requested.filter((scope) => !live.scopes.includes(scope));
+        if (beyond.length > 0) {
+          throw new HttpError(400, 'scope_exceeds_grant', `scopes not granted to this sign-in: ${beyond.join(' ')}`, { oauthError: 'invalid_scope' });
+        }
+        if (live.scopes.some((scope) => !requested.includes(scope))) {
+          throw new HttpError(400, 'scope_narrowing_unsupported', `a refresh returns the sign-in's own scopes (${live.scopes.join(' ')}); omit scope or send all of them`, {
+            oauthError: 'invalid_scope',
+          });
+        }
+      }
+    }
     const next = newOpaqueToken('rrt');
     const row = await this.#rotateRefreshTokens.submit({ token_hash: hash, next_hash: next.hash, client_id: input.client.clientId, at: new Date(now).toISOString() });
     if (!row) {

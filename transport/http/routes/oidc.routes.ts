@@ -73,6 +73,10 @@ const TokenForm = apiSchema(
     redirect_uri: optional,
     code_verifier: optional.describe('43 to 128 characters of `A-Z a-z 0-9 - . _ ~` (RFC 7636).'),
     refresh_token: optional,
+    scope: optional.describe(
+      '`refresh_token` only (RFC 6749 6): omitted, the sign-in\'s scopes; otherwise it must name exactly those (any order). ' +
+      'More is `invalid_scope` (code `scope_exceeds_grant`); fewer is `invalid_scope` too (code `scope_narrowing_unsupported`).',
+    ),
   }),
   'Token request (RFC 6749 section 4.1.3 and 6); public clients, so no client secret.',
 );
@@ -274,7 +278,10 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       description:
         '`authorization_code` with the PKCE `code_verifier` and the same `redirect_uri`; `refresh_token` for the CLI ' +
         'client. Refresh tokens rotate: each is single use, and presenting a spent one revokes the whole sign-in ' +
-        '(`invalid_grant`, code `refresh_token_reused`). A reused authorization code revokes what it produced. ' +
+        '(`invalid_grant`, code `refresh_token_reused`). A refresh always returns the sign-in\'s own scopes: a `scope` ' +
+        'naming more is `invalid_scope` (RFC 6749 6), and one naming fewer is refused the same way rather than ' +
+        'narrowed (the token would still be checked against the whole grant); a refused refresh leaves the refresh ' +
+        'token unspent. A reused authorization code revokes what it produced. ' +
         `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds; management tokens are checked online against their grant ` +
         'and the account epoch on every call (runtime tokens by the Runtime plane). ' +
         'Errors are RFC 6749 bodies with the stable `code` and `requestId` added; an unknown `client_id` is 401 ' +
@@ -317,7 +324,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         if (body.grant_type === 'refresh_token') {
           if (client.kind !== 'cli') throw new HttpError(400, 'grant_type_unauthorized', 'this client does not use refresh tokens', { oauthError: 'unauthorized_client' });
           if (!body.refresh_token) throw new HttpError(400, 'token_request_incomplete', 'refresh_token is required');
-          const tokens = await deps.grants.refresh({ client, refreshToken: body.refresh_token });
+          // RFC 6749 3.1: a parameter sent without a value counts as omitted.
+          const scopes = body.scope === undefined || body.scope.trim() === '' ? undefined : [...new Set(body.scope.trim().split(/ +/))];
+          const tokens = await deps.grants.refresh({ client, refreshToken: body.refresh_token, scopes });
           return { status: 200, body: tokens, headers: { pragma: 'no-cache' } };
         }
         throw new HttpError(400, 'grant_type_unsupported', 'grant_type must be authorization_code or refresh_token', { oauthError: 'unsupported_grant_type' });
