@@ -161,6 +161,10 @@ export class HttpGateway {
     bodyRead?.catch(() => {});
     // Returns early (preflight, an aborted body read) or with the route's reply; a throw becomes an error reply below.
     const dispatch = async (): Promise<Reply | undefined> => {
+      // An outage of the origin lookup below is an error of the operation, so it takes the operation's body format
+      // (an OAuth body on the token endpoint).
+      if (match.kind === 'found') format = match.route.errorFormat;
+      else if (match.kind === 'method_not_allowed') format = match.errorFormat ?? format;
       // Decided before anything runs: a lookup failure must refuse the request, not hide a result it produced.
       if (cors && request.headers.origin !== undefined) {
         // A preflight of a Runtime call is part of that call: an outage answers with the Runtime's code too.

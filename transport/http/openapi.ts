@@ -26,7 +26,8 @@ name holding U+0000 or an unpaired UTF-16 surrogate, in path, query or body (det
 \`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`.
 A \`503\` (\`Retry-After\` set) means the request was not applied and may be retried.
 
-**Cross-origin calls.** The Runtime's browser calls (the Runtime operations taking a runtime token or session) are
+**Cross-origin calls.** The Runtime's browser calls (the Runtime operations taking a runtime token or session) and
+the token endpoint (\`POST /v1/oidc/token\`, where an Environment page exchanges its code) are
 made by pages of registered Environments, from the Environment's origin or its desktop world
 \`platform-env://{environmentId}\`. For those origins the CORS preflight (\`OPTIONS\`) is answered \`204\`, and every
 response names the origin in \`Access-Control-Allow-Origin\` and exposes \`ETag\`, \`Retry-After\`, \`X-Request-Id\`,

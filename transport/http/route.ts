@@ -104,9 +104,9 @@ export interface RouteSpec<
   /** A caller authenticated by a session cookie must also send the session's CSRF token (`X-CSRF-Token`). */
   readonly csrf?: boolean;
   /**
-   * Called cross-origin by pages of registered Environments (the Runtime's browser calls): the gateway answers their
-   * CORS preflight and names an allowed `Origin` in every response, so the page may read it. Bearer credentials only:
-   * no cookie is ever allowed to ride along.
+   * Called cross-origin by pages of registered Environments (the Runtime's browser calls, and the token endpoint their
+   * public OIDC clients exchange codes at): the gateway answers their CORS preflight and names an allowed `Origin` in
+   * every response, so the page may read it. Bearer credentials (or none) only: no cookie is ever allowed to ride along.
    */
   readonly cors?: boolean;
   /** Body format of this route's validation errors; runtime, fencing and coordination failures are always Problems. */

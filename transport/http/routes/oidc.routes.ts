@@ -287,9 +287,14 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         'Errors are RFC 6749 bodies with the stable `code` and `requestId` added; an unknown `client_id` is 401 ' +
         '`invalid_client` (RFC 6749 5.2). Every client is public (`token_endpoint_auth_methods_supported`: `none`): a ' +
         'request that authenticates with HTTP Basic is 401 `invalid_client` (code `client_authentication_unsupported`) ' +
-        'with `WWW-Authenticate: Basic realm="registry"`, whatever else it sends.',
+        'with `WWW-Authenticate: Basic realm="registry"`, whatever else it sends. Cross-origin for the pages of ' +
+        'registered Environments (see Cross-origin calls), so an Environment page can exchange its own code.',
       tags: ['Authorization'],
       credential: 'none',
+      // Environment clients are public clients whose redirect URI is a page of the Environment: that page holds the
+      // PKCE verifier and exchanges the code itself, so it must be able to read the answer (a form POST is sent
+      // cross-origin without a preflight either way: CORS only decides whether the page may read the tokens).
+      cors: true,
       errorFormat: 'oauth',
       errors: [401],
       bodyFormat: 'form',
