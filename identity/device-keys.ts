@@ -21,6 +21,13 @@ export async function acceptDeviceKey(
   jwk: z.infer<typeof DevicePublicKeySchema>,
 ): Promise<{ publicKey: DevicePublicKey; thumbprint: string }> {
   const publicKey: DevicePublicKey = { kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y };
+  // The last of 43 characters carries 2 spare bits (RFC 4648 3.5): set, they decode to the same point, so one key would
+  // have 16 spellings and as many thumbprints (the key's identity, and what its verification code is derived from).
+  for (const coordinate of [jwk.x, jwk.y]) {
+    if (Buffer.from(coordinate, 'base64url').toString('base64url') !== coordinate) {
+      throw new InvalidDeviceKeyError('a coordinate is not canonical base64url (its unused trailing bits must be zero)');
+    }
+  }
   try {
     await importJWK(publicKey, 'ES256');
   } catch (error) {
