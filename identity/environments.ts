@@ -1,10 +1,13 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
 import { HttpError } from '../transport/http/errors.js';
 import { writeAudit } from './audit.js';
 import { base32, newId } from './ids.js';
 import type { RegistrySecrets } from './opaque-tokens.js';
+
+/** Advisory-lock class of Environment registrations by origin (the two-key form: no single-key lock shares it). */
+const ORIGIN_LOCK = 0x0e4f_0001;
 
 /** Name of the registry secret keying pairwise actor ids. */
 export const PAIRWISE_SECRET = 'pairwise-subject';
@@ -122,6 +125,17 @@ export class EnvironmentDirectory {
     const at = new Date(this.#clock.now());
     try {
       await this.#db.transaction().execute(async (trx) => {
+        // One Environment per origin: CORS, Runtime sessions and redirects are bound to the origin, and two Environments
+        // there would give that origin's pages two pairwise actor ids of every person, linked by construction. The
+        // lock makes two registrations of one origin take turns (the index on origin is not unique: older data).
+        await sql`SELECT pg_advisory_xact_lock(${ORIGIN_LOCK}::int4, hashtext(${origin}))`.execute(trx);
+        const taken = await trx.selectFrom('environments').select('id').where('origin', '=', origin).executeTakeFirst();
+        if (taken && taken.id === input.environmentId) {
+          throw new HttpError(409, 'environment_exists', `an Environment with id ${input.environmentId} is already registered`);
+        }
+        if (taken) {
+          throw new HttpError(409, 'environment_origin_taken', `the Environment ${taken.id} is already registered at ${origin}`, { details: [{ pointer: '/origin', in: 'body', code: 'taken', message: 'one Environment per origin' }] });
+        }
         await trx.insertInto('environments').values({ id: input.environmentId, origin, owner_account_id: input.ownerAccountId }).execute();
         await trx
           .insertInto('oidc_clients')
