@@ -25,6 +25,7 @@ const REFUSALS: Readonly<Record<AccountRefusalCode, readonly [number, string]>> 
   enrolment_already_decided: [409, 'this enrolment was already admitted or refused'],
   device_not_found: [404, 'no such active device on this account'],
   device_not_active: [403, 'the calling device is not an active device of this account'],
+  last_device: [409, 'the only active device of an account cannot end its enrolment (nothing could admit a device again): enrol another device first'],
 };
 
 export interface EnrolmentStarted {

@@ -50,7 +50,8 @@ export type AccountRefusalCode =
   | 'enrolment_proof_invalid'
   | 'enrolment_already_decided'
   | 'device_not_found'
-  | 'device_not_active';
+  | 'device_not_active'
+  | 'last_device';
 
 export type AccountEmitted =
   | { readonly type: 'account.refused'; readonly code: AccountRefusalCode }

@@ -55,6 +55,12 @@ type Of<T extends Ev['type']> = Extract<Ev, { type: T }>;
 
 const refused = (code: AccountRefusalCode): AccountEmitted => ({ type: 'account.refused', code });
 const isActive = (ctx: Ctx, deviceId: string): boolean => ctx.devices[deviceId]?.status === 'active';
+/**
+ * A further device joins only when an enrolled one admits it, so an account whose last active device left could never
+ * be entered again, and its handle would stay bound to it for good: the last device may not end its enrolment.
+ */
+const isLastActive = (ctx: Ctx, deviceId: string): boolean =>
+  isActive(ctx, deviceId) && !Object.values(ctx.devices).some((d) => d.status === 'active' && d.id !== deviceId);
 
 function withoutEnrolment(ctx: Ctx, enrolmentId: string): Readonly<Record<string, PendingEnrolment>> {
   const { [enrolmentId]: _gone, ...rest } = ctx.enrolments;
@@ -187,6 +193,7 @@ export const accountMachine = setup({
           actions: enqueueActions(({ context, event, enqueue }) => {
             if (!isActive(context, event.byDeviceId)) return void enqueue.emit(refused('device_not_active'));
             if (!isActive(context, event.deviceId)) return void enqueue.emit(refused('device_not_found'));
+            if (isLastActive(context, event.deviceId)) return void enqueue.emit(refused('last_device'));
             const change = removeDevices(context, [event.deviceId], event.at);
             enqueue.assign(change);
             enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch! });
@@ -206,6 +213,7 @@ export const accountMachine = setup({
         'account.signOut': {
           actions: enqueueActions(({ context, event, enqueue }) => {
             if (!isActive(context, event.deviceId)) return void enqueue.emit(refused('device_not_active'));
+            if (isLastActive(context, event.deviceId)) return void enqueue.emit(refused('last_device'));
             const change = removeDevices(context, [event.deviceId], event.at);
             enqueue.assign(change);
             enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch! });

@@ -5,6 +5,7 @@ import { productParts } from '../../server/main.js';
 import { configureMedia, MediaControlClient, ALL_MEDIA_SCOPES, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
+import { enrolAnother } from '../support/identity.js';
 
 /**
  * A Media control connection lives no longer than its Plugin Grant: revoking the grant, or a device of the account
@@ -52,6 +53,8 @@ test('the device signing out (account epoch raised) ends the grant, and the conn
   const { grant } = (await res.json()) as { grant: string };
   const conn = await MediaControlClient.connect(server.url, grant, world.origin);
   assert.is((await conn.request('ping')).ok, true);
+  // A device of two (the only one may not sign out).
+  await enrolAnother(server.url, 'listener-lia', lia.device, 'lia phone');
   const out = await lia.device.request(server.url, 'POST', '/v1/account/sign-out');
   assert.is(out.status, 204, await out.clone().text());
   const introspected = await (await fetch(`${server.url}/v1/runtime/plugins/plg_media/grants/introspect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ grant }) })).json();

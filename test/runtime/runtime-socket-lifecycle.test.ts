@@ -8,6 +8,7 @@ import { runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironmen
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '../support/runtime-socket.js';
+import { enrolAnother } from '../support/identity.js';
 
 /**
  * The lifetimes of the Runtime plane's sockets: one runtime socket per session (a newer one replaces the older, whose
@@ -113,6 +114,8 @@ test('a sign-in that ends without a logout (the device signs out) closes the run
   await socket.next('ready');
   const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
   await control.next('session.activity');
+  // A device of two (the only one may not sign out).
+  await enrolAnother(server.url, 'kim', person.device, 'kim phone');
   const out = await person.device.request(server.url, 'POST', '/v1/account/sign-out');
   assert.is(out.status, 204, await out.clone().text());
   // No renewal round runs (the clock stands still): the raised account epoch is told to the sockets.

@@ -8,6 +8,7 @@ import { logoutBrowser, runtimePerson, sessionState, testEnvironment, type Runti
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { connect, controlToken, controlUrl, runtimeSocket, type Socket } from '../support/runtime-socket.js';
+import { enrolAnother } from '../support/identity.js';
 
 /** The runtime WebSocket (lease-fenced, presence) and the control channel (read-only), through real sockets. */
 let server: TestServer;
@@ -192,6 +193,8 @@ test('a sign-in that ends without a logout (the device signs out, raising the ep
   const socket = await runtimeSocket(page);
   await socket.next('ready');
   const token = await controlToken(page);
+  // A device of two (the only one may not sign out).
+  await enrolAnother(server.url, 'jon', jon.device, 'jon phone');
   const out = await jon.device.request(server.url, 'POST', '/v1/account/sign-out');
   assert.is(out.status, 204, await out.clone().text());
   clock.advance(10_000);

@@ -47,9 +47,10 @@ function postJsonFrom(localAddress: string, url: string, body: string): Promise<
   });
 }
 
-/** Enrols a second device of an existing account, admitted by `admitter`. */
+/** Enrols a second device of an existing account, admitted by `admitter` (and on its clock). */
 export async function enrolAnother(baseUrl: string, handle: string, admitter: DeviceClient, name: string): Promise<DeviceClient> {
   const device = await DeviceClient.generate(name);
+  device.now = admitter.now;
   const started = await startEnrolment(baseUrl, handle, device);
   const decided = await admitter.request(baseUrl, 'POST', '/v1/enrol/approve', { enrolmentId: started.enrolmentId, decision: 'admit' });
   assert.is(decided.status, 204, await decided.clone().text());

@@ -270,7 +270,8 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       summary: 'Remove a device; raises the account epoch',
       description:
         'Passports, page sessions and tokens issued under an older account epoch stop working online, the kept ' +
-        "devices' too: each renews its passport by repeating its `POST /v1/enrol/complete`.",
+        "devices' too: each renews its passport by repeating its `POST /v1/enrol/complete`. The account's only active " +
+        'device cannot be removed (`409 last_device`; see sign-out).',
       params: z.strictObject({ deviceId: idOf('dev') }),
       responses: { 200: { description: 'Removed.' } },
       handler: async ({ params, principal }) => {
@@ -298,6 +299,9 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       method: 'post',
       path: '/v1/account/sign-out',
       summary: "End this device's enrolment",
+      description:
+        'The only active device of an account is refused (`409 last_device`): a further device joins only when an ' +
+        'enrolled one admits it, so nothing could ever enter the account again. Enrol another device first.',
       responses: { 204: { description: 'This device is no longer enrolled.' } },
       handler: async ({ principal }) => {
         const caller = principalAs(principal, 'deviceAssertion');
