@@ -139,7 +139,10 @@ export function runtimeFeature(): ServerParts {
           const claimed = leaseClaims(headers);
           const state = await sessions.requireLease(caller, sessionId, claimed);
           const lease = { id: state.lease!.leaseId, version: state.lease!.version };
-          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease };
+          const fence = async (): Promise<void> => {
+            await sessions.requireLease(caller, sessionId, claimed);
+          };
+          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease, fence };
         },
       };
       sockets = runtimeSockets({

@@ -106,6 +106,13 @@ export type Principal =
       readonly caller: RuntimeCaller;
       readonly sessionId: string;
       readonly lease: { readonly id: string; readonly version: number };
+      /**
+       * Checks this fence again, throwing what the credential check would (409 `runtime_session_superseded`,
+       * `runtime_lease_stale`, …). The credential was checked when the request began; a step that commits later, after
+       * waiting on locks or the pool, calls this once it holds what it waits for, so a supersession that committed
+       * meanwhile refuses it instead of being overtaken by it.
+       */
+      readonly fence: () => Promise<void>;
     }
   | {
       readonly credential: Exclude<

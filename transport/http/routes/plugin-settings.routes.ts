@@ -99,12 +99,12 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
   } as const;
   const write = { requestHeaders: IF_MATCH_HEADER, errors: [...PROBLEM_TABLE_STATUSES, 412, 428] } as const;
   const context = async (principal: Principal, pluginId: string): Promise<{ caller: SettingsCaller; release: PluginRelease }> => {
-    const { caller } = principalAs(principal, 'runtimeActive');
+    const { caller, fence } = principalAs(principal, 'runtimeActive');
     const release = await coordinated(() => deps.installations.installed(caller.environmentId, pluginId));
     if (!release) {
       throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'catalog' });
     }
-    return { caller: { accountId: caller.accountId, environmentId: caller.environmentId }, release };
+    return { caller: { accountId: caller.accountId, environmentId: caller.environmentId, fence }, release };
   };
   return [
     defineRoute({
