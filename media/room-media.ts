@@ -263,6 +263,10 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     if ((source === 'microphone' && request.kind !== 'audio') || (source === 'screen' && request.kind !== 'video')) {
       throw new MediaError('invalid_source', `a ${source} producer cannot be ${request.kind}`);
     }
+    // The worker takes `kind` on trust: VP8 declared as audio would pass as a microphone, past every screen-share rule,
+    // and listeners would consume it as video. RTX and FEC codecs carry their media's type too (`video/rtx`).
+    const foreign = request.rtpParameters.codecs.find((codec) => !codec.mimeType.toLowerCase().startsWith(`${request.kind}/`));
+    if (foreign) throw new MediaError('invalid_parameters', `a ${request.kind} producer cannot carry ${foreign.mimeType}`);
     const rtpParameters = producerRtpParameters(request.rtpParameters, this.encryption);
     let producer: types.Producer;
     try {

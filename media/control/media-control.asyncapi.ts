@@ -27,7 +27,8 @@ const REFUSALS =
   `${TRANSPORTS_PER_DIRECTION} transports of that direction: leave and join again); \`transport_not_found\`, ` +
   '`transport_wrong_direction`, `transport_already_connected`, `producer_not_found`, `consumer_not_found`, ' +
   '`cannot_consume` (the receiver\'s capabilities cannot take that producer), `invalid_media_parameters` (malformed ' +
-  'or unsupported RTP/DTLS parameters or capabilities, a MID or SSRC already on the transport); `runtime_coordination_unavailable` (the stores did not answer: ' +
+  'or unsupported RTP/DTLS parameters or capabilities, a MID or SSRC already on the transport, a `produce` whose `kind` ' +
+  'is not its `source`\'s or whose `rtpParameters` name a codec of another kind, e.g. `video/VP8` as `audio`); `runtime_coordination_unavailable` (the stores did not answer: ' +
   'retry); `internal_error` (a failure of ours, logged under the error\'s `requestId`).';
 
 const CLOSE_CODES =
