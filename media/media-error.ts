@@ -7,6 +7,7 @@ export type MediaErrorCode =
   | 'already_connected'
   | 'wrong_direction'
   | 'producer_not_found'
+  | 'producer_exists'
   | 'consumer_not_found'
   | 'invalid_source'
   | 'invalid_parameters'

@@ -137,6 +137,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   #placement: Promise<unknown> = Promise.resolve();
   /** Consumers being made, by peer, transport and producer: a second ask while one is made waits for it. */
   readonly #consuming = new Map<string, Promise<ConsumerParams>>();
+  /** Producers being made, by peer and source: they hold the source's one place until made or refused. */
+  readonly #producing = new Set<string>();
   /** Transports being made, by peer and direction: they count against TRANSPORTS_PER_DIRECTION until adopted. */
   readonly #creating = new Map<string, number>();
   readonly #unsubscribe: () => void;
@@ -267,21 +269,42 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     // and listeners would consume it as video. RTX and FEC codecs carry their media's type too (`video/rtx`).
     const foreign = request.rtpParameters.codecs.find((codec) => !codec.mimeType.toLowerCase().startsWith(`${request.kind}/`));
     if (foreign) throw new MediaError('invalid_parameters', `a ${request.kind} producer cannot carry ${foreign.mimeType}`);
-    const rtpParameters = producerRtpParameters(request.rtpParameters, this.encryption);
-    let producer: types.Producer;
+    // One microphone and one screen per peer: every producer is offered to every listener, and each recv transport
+    // reserves budget for as many consumers as the room has producers, so a peer's extra copies of a source would
+    // make the room add routers for nothing anyone needs.
+    const slot = `${peerId}\n${source}`;
+    if (this.publishes(peerId, source)) {
+      throw new MediaError('producer_exists', `peer ${peerId} already publishes its ${source}: close that producer first`);
+    }
+    this.#producing.add(slot);
     try {
-      producer = await transport.produce({ kind: request.kind, rtpParameters, appData: { peerId, source } });
-    } catch (error) {
-      throw refusedParameters(transport, 'produce', error);
+      const rtpParameters = producerRtpParameters(request.rtpParameters, this.encryption);
+      let producer: types.Producer;
+      try {
+        producer = await transport.produce({ kind: request.kind, rtpParameters, appData: { peerId, source } });
+      } catch (error) {
+        throw refusedParameters(transport, 'produce', error);
+      }
+      if (peer.closed) {
+        producer.close();
+        throw new MediaError('peer_not_found', `peer ${peerId} left while producing`);
+      }
+      peer.addProducer(producer);
+      this.#watchSource(peerId, producer);
+      if (source === 'microphone') await this.#audioLevels?.addProducer({ producerId: producer.id });
+      return { id: producer.id };
+    } finally {
+      this.#producing.delete(slot);
     }
-    if (peer.closed) {
-      producer.close();
-      throw new MediaError('peer_not_found', `peer ${peerId} left while producing`);
+  }
+
+  /** Whether the peer has a live producer of `source`, or one being made. */
+  publishes(peerId: string, source: MediaSource): boolean {
+    if (this.#producing.has(`${peerId}\n${source}`)) return true;
+    for (const producer of this.#peers.get(peerId)?.producers.values() ?? []) {
+      if (!producer.closed && producer.appData.source === source) return true;
     }
-    peer.addProducer(producer);
-    this.#watchSource(peerId, producer);
-    if (source === 'microphone') await this.#audioLevels?.addProducer({ producerId: producer.id });
-    return { id: producer.id };
+    return false;
   }
 
   /**

@@ -25,7 +25,9 @@ const REFUSALS =
   '(`grant.refresh` with a grant that is not live, lacks a scope of the current one, or is for someone or somewhere else); ' +
   '`media_unavailable` (this node cannot host the room\'s media right now); `transport_limit` (already ' +
   `${TRANSPORTS_PER_DIRECTION} transports of that direction: leave and join again); \`transport_not_found\`, ` +
-  '`transport_wrong_direction`, `transport_already_connected`, `producer_not_found`, `consumer_not_found`, ' +
+  '`transport_wrong_direction`, `transport_already_connected`, `producer_not_found`, `producer_exists` (`produce` of a ' +
+  'source the member already publishes, or is publishing: one microphone and one screen at a time; `producer.close` ' +
+  'the first), `consumer_not_found`, ' +
   '`cannot_consume` (the receiver\'s capabilities cannot take that producer), `invalid_media_parameters` (malformed ' +
   'or unsupported RTP/DTLS parameters or capabilities, a MID or SSRC already on the transport, a `produce` whose `kind` ' +
   'is not its `source`\'s or whose `rtpParameters` name a codec of another kind, e.g. `video/VP8` as `audio`); `runtime_coordination_unavailable` (the stores did not answer: ' +

@@ -103,6 +103,7 @@ const MEDIA_ERROR_CODES: Readonly<Record<MediaError['code'], string>> = {
   already_connected: 'transport_already_connected',
   wrong_direction: 'transport_wrong_direction',
   producer_not_found: 'producer_not_found',
+  producer_exists: 'producer_exists',
   consumer_not_found: 'consumer_not_found',
   invalid_source: 'invalid_media_parameters',
   invalid_parameters: 'invalid_media_parameters',
@@ -385,6 +386,9 @@ export class MediaRooms implements MediaRoomsPort {
   async #produce(conn: MediaConnection, live: LiveRoom, message: Extract<MediaV2ClientMessage, { type: 'produce' }>): Promise<Record<string, unknown>> {
     const { memberId, grant, scope } = conn.user;
     const rtpParameters = clientMediaParameters<types.RtpParameters>('rtpParameters', message.rtpParameters, validateAndNormalizeRtpParameters);
+    // Refused again where the producer is made (RoomMedia.produce); said here first so a refused request neither asks
+    // the room nor makes a call to the Environment backend.
+    if (live.media.publishes(memberId, message.source)) throw new MediaRequestError('producer_exists', `you already publish your ${message.source}: close that producer first`);
     const { answer: check } = await this.#send(live, { type: 'publish.check', memberId, source: message.source });
     if (check.request === 'publish.check' && !check.allowed) {
       throw new MediaRequestError(check.denial ?? 'not_speaker', message.source === 'microphone' ? 'publishing the microphone needs a speaker seat' : 'publishing the screen needs to be the sharer');

@@ -18,6 +18,7 @@ let world: TestEnvironment;
 let modPage: RuntimeClient;
 
 const opus = { mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 };
+const vp8 = { mimeType: 'video/VP8', payloadType: 101, clockRate: 90_000 };
 
 withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
@@ -32,16 +33,20 @@ test.before(async () => {
   }));
 });
 
-test('produce with a MID / SSRC already on the transport, simulcast opus: invalid_media_parameters; a null DTLS fingerprint: validation_failed; never internal_error', async () => {
+test('produce with a MID / SSRC already on the transport, simulcast opus: invalid_media_parameters; a second microphone: producer_exists; a null DTLS fingerprint: validation_failed; never internal_error', async () => {
   const speaker = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'meet'), world.origin);
   assert.is((await speaker.request('room.join', { rtpCapabilities: {} })).ok, true);
   const transportId = (await speaker.request('transport.create', { direction: 'send' })).result?.transportId as string;
   const first = await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '0', codecs: [opus], encodings: [{ ssrc: 1111 }] } });
   assert.is(first.ok, true, JSON.stringify(first.error));
   const codes: Record<string, string | undefined> = {};
-  // A client retrying its produce (same MID), or a hostile one.
-  codes.sameMid = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '0', codecs: [opus], encodings: [{ ssrc: 2222 }] } })).error?.code;
-  codes.sameSsrc = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '1', codecs: [opus], encodings: [{ ssrc: 1111 }] } })).error?.code;
+  // A client retrying its microphone is refused producer_exists before the worker sees it (one producer per source):
+  // the worker's own MID and SSRC refusals are reached through the other source, the screen.
+  codes.retry = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '0', codecs: [opus], encodings: [{ ssrc: 2222 }] } })).error?.code;
+  assert.is((await speaker.request('screen.start')).ok, true);
+  codes.sameMid = (await speaker.request('produce', { transportId, kind: 'video', source: 'screen', rtpParameters: { mid: '0', codecs: [vp8], encodings: [{ ssrc: 2222 }] } })).error?.code;
+  codes.sameSsrc = (await speaker.request('produce', { transportId, kind: 'video', source: 'screen', rtpParameters: { mid: '1', codecs: [vp8], encodings: [{ ssrc: 1111 }] } })).error?.code;
+  assert.is((await speaker.request('producer.close', { producerId: first.result?.producerId })).ok, true);
   codes.simulcastOpus = (await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '2', codecs: [opus], encodings: [{ rid: 'a' }, { rid: 'b' }] } })).error?.code;
   // A hostile DTLS parameter object: refused by the protocol's schema (an unreadable message has no response).
   speaker.sendRaw(JSON.stringify({ type: 'transport.connect', id: 'bad-dtls', transportId, dtlsParameters: { fingerprints: [null] } }));
@@ -51,7 +56,7 @@ test('produce with a MID / SSRC already on the transport, simulcast opus: invali
   const fingerprint = Array.from({ length: 32 }, () => 'AB').join(':');
   assert.is((await speaker.request('transport.connect', { transportId, dtlsParameters: { role: 'client', fingerprints: [{ algorithm: 'sha-256', value: fingerprint }] } })).ok, true);
   speaker.close();
-  assert.equal(codes, { sameMid: 'invalid_media_parameters', sameSsrc: 'invalid_media_parameters', simulcastOpus: 'invalid_media_parameters', nullFingerprint: 'validation_failed' });
+  assert.equal(codes, { retry: 'producer_exists', sameMid: 'invalid_media_parameters', sameSsrc: 'invalid_media_parameters', simulcastOpus: 'invalid_media_parameters', nullFingerprint: 'validation_failed' });
 });
 
 test.run();
