@@ -18,6 +18,12 @@ export type MediaRoomRequest =
       readonly guest: boolean;
       /** Holds the Environment admin role. */
       readonly moderator: boolean;
+      /**
+       * The joining grant may take the floor (scope `media:request-speak`): only then is a seat free for it taken on
+       * join, as `floor.take` would refuse it. Absent in joins journaled before the rule, which were seated by floor
+       * and role alone; a replay must decide as they were decided.
+       */
+      readonly maySpeak?: boolean;
       readonly connectionId: string;
       /** How long the joining connection's node vouches for it before renewing (`room.hosting`); default HOSTING_TTL_MS. */
       readonly hostingTtlMs?: number;

@@ -123,13 +123,18 @@ function join(draft: RoomDraft, request: Of<'member.join'>): Decision {
     graceUntil: null,
   });
   draft.record({ kind: 'member.joined', memberId: request.memberId });
-  const seat = seatedOnJoin(policy, request.moderator) ? draft.freeSeat() : null;
+  const seat = seatedOnJoin(policy, request) ? draft.freeSeat() : null;
   if (seat !== null) draft.seat(request.memberId, seat, 'join');
   return done(draft, { request: request.type, memberId: request.memberId, resumed: false, closeConnectionId: null, seat });
 }
 
-function seatedOnJoin(policy: RoomPolicy, moderator: boolean): boolean {
-  return policy.floorControl === 'open' || moderator;
+/**
+ * A seat on join is the seat `floor.take` would give, so the same grant rule holds: a member who may not request to
+ * speak (a listen-only grant) would hold a seat it could never have asked for, keeping a speaker out.
+ */
+function seatedOnJoin(policy: RoomPolicy, request: Of<'member.join'>): boolean {
+  if (request.maySpeak === false) return false;
+  return policy.floorControl === 'open' || request.moderator;
 }
 
 /**

@@ -49,7 +49,7 @@ function request<T extends string, S extends z.core.$ZodLooseShape>(type: T, sha
 }
 
 export const MediaV2ClientMessageSchema = z.discriminatedUnion('type', [
-  request('room.join', { rtpCapabilities: MediaParameters }, "Join the room of the grant's context scope (a space, or a direct call). Answered with the router's RTP capabilities and the member's own view; a member inside its reconnect grace resumes its seat, role and hand."),
+  request('room.join', { rtpCapabilities: MediaParameters }, "Join the room of the grant's context scope (a space, or a direct call). Answered with the router's RTP capabilities and the member's own view; a member inside its reconnect grace resumes its seat, role and hand. A new member is seated on join (an `open` floor, or a moderator) only if its grant holds `media:request-speak`, as `floor.take` needs."),
   request('room.leave', {}, 'Leave for good: the seat, hand and any offer are given up at once (no grace).'),
   request('transport.create', { direction: z.enum(['send', 'recv']) }, `Create a WebRTC transport; answered with its id, ICE and DTLS parameters. A member holds at most ${TRANSPORTS_PER_DIRECTION} per direction (\`transport_limit\`); leaving the room closes them.`),
   request('transport.connect', { transportId: MediaId, dtlsParameters: DtlsParameters }, "Complete a transport's DTLS setup."),

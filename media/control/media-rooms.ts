@@ -88,10 +88,12 @@ interface LiveRoom {
   revision: number;
 }
 
+const REQUEST_SPEAK_SCOPE = 'media:request-speak';
+
 const REQUEST_SCOPE: Partial<Record<RoomRequestMessage['type'], string>> = {
-  'hand.raise': 'media:request-speak',
-  'speaker.accept': 'media:request-speak',
-  'floor.take': 'media:request-speak',
+  'hand.raise': REQUEST_SPEAK_SCOPE,
+  'speaker.accept': REQUEST_SPEAK_SCOPE,
+  'floor.take': REQUEST_SPEAK_SCOPE,
   produce: PUBLISH_SCOPE,
 };
 
@@ -378,6 +380,7 @@ export class MediaRooms implements MediaRoomsPort {
       displayName: `Member ${memberId.slice(-6)}`,
       guest: false,
       moderator: grant.environmentRoles.includes('admin'),
+      maySpeak: grant.scopes.includes(REQUEST_SPEAK_SCOPE),
       connectionId: conn.id,
       hostingTtlMs: this.#hostingTtlMs,
     };

@@ -120,13 +120,14 @@ export class PureRoom {
     return refusal.code;
   }
 
-  join(memberId: string, options: { moderator?: boolean; guest?: boolean; connectionId?: string; displayName?: string } = {}) {
+  join(memberId: string, options: { moderator?: boolean; guest?: boolean; connectionId?: string; displayName?: string; maySpeak?: boolean } = {}) {
     return this.ok({
       type: 'member.join',
       memberId,
       displayName: options.displayName ?? memberId.toUpperCase(),
       guest: options.guest ?? false,
       moderator: options.moderator ?? false,
+      ...(options.maySpeak === undefined ? {} : { maySpeak: options.maySpeak }),
       connectionId: options.connectionId ?? `conn-${memberId}`,
     }).reply;
   }
