@@ -66,7 +66,7 @@ export const MediaV2ClientMessageSchema = z.discriminatedUnion('type', [
   request('speaker.revoke', { target: MemberId }, 'Moderator: move a speaker back to the audience.'),
   request('floor.take', {}, 'Open floor: take a free speaker seat (scope `media:request-speak`).'),
   request('floor.release', {}, 'Give up the own speaker seat.'),
-  request('screen.start', {}, "Become the room's one screen sharer (policy `screenShare`); answered with the encoding hint of `screenProfile`."),
+  request('screen.start', {}, "Become the room's one screen sharer (policy `screenShare`; scope `media:publish`, as publishing the screen needs); answered with the encoding hint of `screenProfile`."),
   request('screen.stop', {}, 'Stop sharing the screen.'),
   request('grant.refresh', { grant: z.string().min(1).max(256) }, 'Hand over a fresh plugin grant of the same person, Environment and context before the current one expires; the connection then lives until the new expiry.'),
   request('e2ee.key', { to: MemberId, envelope: z.string().min(1).max(4096) }, '`sfu_blind` rooms only: relay an end-to-end key envelope to one member. The server never reads it.'),

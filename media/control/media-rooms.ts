@@ -95,6 +95,8 @@ const REQUEST_SCOPE: Partial<Record<RoomRequestMessage['type'], string>> = {
   'speaker.accept': REQUEST_SPEAK_SCOPE,
   'floor.take': REQUEST_SPEAK_SCOPE,
   produce: PUBLISH_SCOPE,
+  // The share is the room's one place to publish a screen: a grant that can never publish must not hold it.
+  'screen.start': PUBLISH_SCOPE,
 };
 
 const MEDIA_ERROR_CODES: Readonly<Record<MediaError['code'], string>> = {

@@ -68,6 +68,21 @@ test('moderated floor: a moderator whose grant lacks media:request-speak joins u
   );
 });
 
+test('screen.start without media:publish is refused scope_missing and does not take the one share from those who may publish', async () => {
+  const lia = await MediaControlClient.connect(server.url, await mediaGrant(liaPage, 'share', ['media:connect', 'media:join-space', 'media:request-speak']), world.origin);
+  assert.is((await lia.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const share = await lia.request('screen.start');
+  const mod = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'share'), world.origin);
+  assert.is((await mod.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const modShare = await mod.request('screen.start');
+  lia.close();
+  mod.close();
+  assert.equal(
+    { noPublishScope: share.ok ? 'sharing' : share.error?.code, publisher: modShare.ok ? 'sharing' : modShare.error?.code },
+    { noPublishScope: 'scope_missing', publisher: 'sharing' },
+  );
+});
+
 test('room machine: maySpeak false is never seated on join; absent (journaled before the field) seats as before', () => {
   const open = new PureRoom(meetingPolicy({ floorControl: 'open', maxSpeakerSeats: 2 }));
   assert.is(open.join('listener', { maySpeak: false }).seat, null);
