@@ -277,14 +277,26 @@ export class MediaRooms implements MediaRoomsPort {
     const placeTaken = target.kind === 'call' && this.#takeCallPlace(grant.environmentId, conn.user.memberId, conn.user.roomKey);
     try {
       // A second attempt only after a `room_not_open` from a LiveRoom nobody was in: its room was retired meanwhile.
-      for (let attempt = 1; ; attempt++) {
+      let retired = false;
+      let reopened = 0;
+      for (;;) {
         const live = await this.#liveRoom(conn.user.roomKey, target.policy);
+        if (live.media.closed || this.#live.get(live.key) !== live) {
+          // The last member left while the lookup answered, and its leave closed the room's media here before this
+          // join was counted in `joining` (which keeps it open from then on): open the room again. Bounded, though
+          // only a process closing all its rooms can close a fresh one that fast.
+          if (++reopened > 2) throw new MediaRequestError('media_unavailable', 'the room closed while joining; try again');
+          continue;
+        }
         live.joining.add(conn.id);
         try {
           return await this.#admit(live, conn, rtpCapabilities);
         } catch (error) {
           const forgotten = this.#forgetUnused(live, conn.id);
-          if (forgotten && attempt === 1 && error instanceof MediaRequestError && error.code === 'room_not_open') continue;
+          if (forgotten && !retired && error instanceof MediaRequestError && error.code === 'room_not_open') {
+            retired = true;
+            continue;
+          }
           throw error;
         } finally {
           live.joining.delete(conn.id);
@@ -559,10 +571,12 @@ export class MediaRooms implements MediaRoomsPort {
       live.revision = view.revision;
       this.#broadcast(live, { type: 'room.state', room: view });
     }
-    // The last member gone (left, or its grace ended): this node's media for the room goes; the actor stays.
-    if (context && context.members.length === 0 && changes.some((c) => c.kind === 'member.left')) {
+    // The last member gone (left, or its grace ended): this node's media for the room goes; the actor stays. Not while
+    // a join is on its way here, or was admitted after the state this change read (the actor may already hold that
+    // member): its answer and connection need this LiveRoom, and a join that fails forgets it (#forgetUnused).
+    if (context && context.members.length === 0 && changes.some((c) => c.kind === 'member.left') && live.members.size === 0 && live.joining.size === 0) {
       live.media.close();
-      this.#live.delete(live.key);
+      if (this.#live.get(live.key) === live) this.#live.delete(live.key);
     }
   }
 
