@@ -14,7 +14,11 @@ export async function coordinated<T>(step: () => Promise<T>): Promise<T> {
   try {
     return await step();
   } catch (error) {
-    if (!(error instanceof HttpError) && isCoordinationOutage(error)) throw coordinationUnavailable(error);
-    throw error;
+    throw asCoordinationError(error);
   }
+}
+
+/** What a Runtime-plane step throws for `error`: an outage becomes 503 `runtime_coordination_unavailable`. */
+export function asCoordinationError(error: unknown): unknown {
+  return !(error instanceof HttpError) && isCoordinationOutage(error) ? coordinationUnavailable(error) : error;
 }

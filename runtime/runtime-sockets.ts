@@ -6,7 +6,7 @@ import { HttpError } from '../transport/http/errors.js';
 import { socketBearer } from '../transport/ws/codecs.js';
 import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
 import type { ControlTokens } from './control-tokens.js';
-import { coordinated } from './coordination.js';
+import { asCoordinationError, coordinated } from './coordination.js';
 import { activityOrder, type RuntimeActivity, type RuntimeActivityEvent } from './runtime-activity.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 import {
@@ -258,9 +258,14 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
           return;
         case 'presence.update': {
           // Outages are told as such (`runtime_coordination_unavailable`), as on every Runtime call, not as a failure.
-          const known = sessions.committedLeaseHolder(caller.accountId);
-          if (!holdsLease(conn, known ? known.holder : await coordinated(() => sessions.leaseHolder(caller.accountId)))) return;
-          await coordinated(() => sessions.presence(sessionId, message.state));
+          // Caught here rather than through `coordinated`: this is the socket's busiest message.
+          try {
+            const known = sessions.committedLeaseHolder(caller.accountId);
+            if (!holdsLease(conn, known ? known.holder : await sessions.leaseHolder(caller.accountId))) return;
+            await sessions.presence(sessionId, message.state);
+          } catch (error) {
+            throw asCoordinationError(error);
+          }
           presence.set(caller.environmentId, sessionId, message.state, clock.now());
           conn.send({ type: 'presence.updated', state: message.state, ...(message.ref ? { ref: message.ref } : {}) });
           return;
