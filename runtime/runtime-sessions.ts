@@ -11,7 +11,8 @@ import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
-import type { EvictionQuota } from './eviction-quota.js';
+import type { EvictionQuota, EvictionTicket } from './eviction-quota.js';
+import { LeaseTurns } from './lease-turns.js';
 import type { RuntimeActivity } from './runtime-activity.js';
 
 export interface RuntimeSessionState {
@@ -102,6 +103,7 @@ const sessionNotFound = (): HttpError =>
  */
 export class RuntimeSessions {
   readonly #o: RuntimeSessionsOptions;
+  readonly #turns = new LeaseTurns();
 
   constructor(options: RuntimeSessionsOptions) {
     this.#o = options;
@@ -208,42 +210,65 @@ export class RuntimeSessions {
   async activate(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
     const ticket = this.#o.quota.admit(caller.accountId, sessionId);
     try {
-      const { context: before } = await this.liveSession(caller, sessionId);
-      const idleUntil = before.idleUntil ?? null;
-      if (idleUntil !== null && idleUntil - this.#o.clock.now() < ACTIVATION_MARGIN_MS) {
-        throw problem(409, 'runtime_session_ended', 'this Runtime session is being released after staying idle without the lease; create a new one');
-      }
-      return await coordinated(async () => {
-        const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
-          type: 'lease.acquire',
-          sessionId,
-          leaseId: newId('lse'),
-          ttlMs: this.#o.leaseTtlMs,
-        });
-        const answer = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' | 'lease.refused' }>;
-        // Released or revoked after the check above: the lease stays where it is.
-        if (answer.type === 'lease.refused') throw ended();
-        const granted = answer;
-        ticket.settle(sessionId, granted.evicted !== null);
-        const activated = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
-          type: 'session.activated',
-          leaseId: granted.holder.leaseId,
-          version: granted.holder.version,
-        });
-        const context = activated.snapshot.context as RuntimeSessionContext;
-        // It ended right after the lease was granted: ended is what it is. A release frees that lease itself; an idle
-        // release does too (its effect), which this repeats in case that effect was lost with a crash.
-        if (context.endedAt !== null) {
-          if (context.endedReason === 'idle_expired') await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, { type: 'lease.release', sessionId });
-          throw ended();
-        }
-        this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated', granted.holder.version);
-        return { context, status: 'active', lease: granted.holder };
-      });
+      // In the person's turn: a fenced write under way (whileHolding) commits before the lease moves.
+      return await this.#turns.run(caller.accountId, () => this.#activate(caller, sessionId, ticket));
     } finally {
       // Refused, or the lease actor never answered: the reservation is returned (a no-op once settled).
       ticket.cancel();
     }
+  }
+
+  async #activate(caller: RuntimeCaller, sessionId: string, ticket: EvictionTicket): Promise<RuntimeSessionState> {
+    const { context: before } = await this.liveSession(caller, sessionId);
+    const idleUntil = before.idleUntil ?? null;
+    if (idleUntil !== null && idleUntil - this.#o.clock.now() < ACTIVATION_MARGIN_MS) {
+      throw problem(409, 'runtime_session_ended', 'this Runtime session is being released after staying idle without the lease; create a new one');
+    }
+    return await coordinated(async () => {
+      const reply = await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, {
+        type: 'lease.acquire',
+        sessionId,
+        leaseId: newId('lse'),
+        ttlMs: this.#o.leaseTtlMs,
+      });
+      const answer = reply.emitted[0] as Extract<RuntimeLeaseEmitted, { type: 'lease.granted' | 'lease.refused' }>;
+      // Released or revoked after the check above: the lease stays where it is.
+      if (answer.type === 'lease.refused') throw ended();
+      const granted = answer;
+      ticket.settle(sessionId, granted.evicted !== null);
+      const activated = await this.#o.host.send(RUNTIME_SESSION_KIND, sessionId, {
+        type: 'session.activated',
+        leaseId: granted.holder.leaseId,
+        version: granted.holder.version,
+      });
+      const context = activated.snapshot.context as RuntimeSessionContext;
+      // It ended right after the lease was granted: ended is what it is. A release frees that lease itself; an idle
+      // release does too (its effect), which this repeats in case that effect was lost with a crash.
+      if (context.endedAt !== null) {
+        if (context.endedReason === 'idle_expired') await this.#o.host.send(RUNTIME_LEASE_KIND, caller.accountId, { type: 'lease.release', sessionId });
+        throw ended();
+      }
+      this.#o.activity.sessionChanged(sessionId, 'active', granted.holder.version, 'activated', granted.holder.version);
+      return { context, status: 'active', lease: granted.holder };
+    });
+  }
+
+  /**
+   * Runs `write` in the person's turn once the session is checked to hold the lease it claims (`requireLease`), so no
+   * activation moves the lease between the check and the end of the write: for writes the lease fences outside the
+   * actors (Plugin settings), which a page superseded while it waited must not make, and which the next holder must
+   * read. The check runs before `write` takes anything (a pool connection, a lock) it could then hold while waiting.
+   */
+  async whileHolding<T>(
+    caller: SessionOwner,
+    sessionId: string,
+    lease: { readonly leaseId: string; readonly version: number } | undefined,
+    write: () => Promise<T>,
+  ): Promise<T> {
+    return this.#turns.run(caller.accountId, async () => {
+      await this.requireLease(caller, sessionId, lease);
+      return write();
+    });
   }
 
   /** Ends the session; its lease (if it holds it) is freed without a successor. Releasing twice is a no-op. */

@@ -139,10 +139,8 @@ export function runtimeFeature(): ServerParts {
           const claimed = leaseClaims(headers);
           const state = await sessions.requireLease(caller, sessionId, claimed);
           const lease = { id: state.lease!.leaseId, version: state.lease!.version };
-          const fence = async (): Promise<void> => {
-            await sessions.requireLease(caller, sessionId, claimed);
-          };
-          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease, fence };
+          const holding = <T>(write: () => Promise<T>): Promise<T> => sessions.whileHolding(caller, sessionId, claimed, write);
+          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease, holding };
         },
       };
       sockets = runtimeSockets({

@@ -6,16 +6,13 @@ import type { PluginRelease } from '../plugin-catalog.js';
 import { resolveSettings, type ResolvedSettings, type StoredLeaf } from './settings-layers.js';
 import { leafProblem, PROBLEM_ORDER, scopeProblem, type SettingProblem, type WritableLayer } from './settings-schema.js';
 
-/** Whose settings: a person (their account) in one Environment, calling from a Runtime that holds its lease. */
+/**
+ * Whose settings: a person (their account) in one Environment. Writes are fenced by the caller's Runtime lease outside
+ * this class: the route runs them in the person's lease turn (RuntimeSessions.whileHolding).
+ */
 export interface SettingsCaller {
   readonly accountId: string;
   readonly environmentId: string;
-  /**
-   * Throws (409 `runtime_session_superseded`, `runtime_lease_stale`, …) once the caller's Runtime no longer holds the
-   * lease it called with. Checked at the request's start; a write checks it again once it holds its locks, since it
-   * may have waited for them long enough for another Runtime of the person to take the lease.
-   */
-  readonly fence: () => Promise<void>;
 }
 
 export interface SettingsWrite {
@@ -140,10 +137,7 @@ export class PluginSettings {
     }
   }
 
-  /**
-   * Runs `change` holding the locks of the caller's aggregate, after checking that the caller's Runtime still holds
-   * its lease and that the tag is still current.
-   */
+  /** Runs `change` holding the locks of the caller's aggregate, after checking that the tag is still current. */
   async #locked<T>(
     caller: SettingsCaller,
     release: PluginRelease,
@@ -155,12 +149,6 @@ export class PluginSettings {
       const environmentLock = layer === 'environment' ? sql`pg_advisory_xact_lock` : sql`pg_advisory_xact_lock_shared`;
       await sql`SELECT ${environmentLock}(${ENVIRONMENT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.environmentId}`}))`.execute(trx);
       await sql`SELECT pg_advisory_xact_lock(${ACCOUNT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.accountId}`}))`.execute(trx);
-      // The fence again: the request's own check may be long past (a wait for these locks or for a connection), and a
-      // page superseded meanwhile must not write over what the new holder has already read. What remains after this
-      // check is the statements below, which wait on nothing (the locks are held): a supersession that commits while
-      // they run, up to this transaction's commit, finds the write already made, and the write counts as made before
-      // it, under the lease that held when it was checked.
-      await caller.fence();
       const leaves = await loadLeaves(trx, caller, release.pluginId);
       const current = resolveSettings(release.pluginId, release.settingsSchema, leaves);
       if (!expectedTags.includes(current.etag)) {

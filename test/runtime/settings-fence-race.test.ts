@@ -10,12 +10,13 @@ import { assertProblem } from '../support/identity.js';
 import { installPlugin, LONG_LEASE_ENV, runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
+import { interceptSends } from '../support/host.js';
 
 /**
- * A settings write passes the Runtime fence when its request starts, then may wait (here on the (Plugin, account)
- * advisory lock, which any concurrent settings writer of the same person holds; in production also a slow pool, GC,
- * a lock queue). Whatever happened to its session meanwhile must decide the write: the fence is checked again inside
- * the write's transaction once its locks are held, with the codes of the credential check, and nothing is written.
+ * A settings write is fenced by the Runtime lease outside the actors, so it runs in the person's lease turn
+ * (RuntimeSessions.whileHolding): the fence is checked when the turn comes, and no activation moves the lease until the
+ * write is done. A page superseded before its write's turn is refused; an activation that comes while a write is
+ * under way waits for it, so the new holder reads what it wrote.
  */
 let db: TestDatabase;
 let server: TestServer;
@@ -77,55 +78,68 @@ const someoneWaitsOnTheLock = () =>
     return Number(rows.rows[0]!.n) > 0;
   }, 'the write to wait on the account lock');
 
-test('a PUT whose session is superseded while it waits for its locks is refused 409 runtime_session_superseded, and writes nothing', async () => {
+test('an activation that comes while a write is under way (its fence passed, waiting for its locks) waits for it, and the new holder reads what it wrote', async () => {
   const a = await (await pete.runtime(world)).open();
   const { etag } = await read(a);
-  let b!: RuntimeClient;
   let write!: Promise<Response>;
+  let opening!: Promise<RuntimeClient>;
+  let opened = false;
   await withAccountLockHeld(async (release) => {
     write = a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.3 } }, headers: { 'if-match': etag } });
     await someoneWaitsOnTheLock();
-    // Pete's new Runtime takes the lease: A is superseded, and B reads the settings.
-    b = await (await pete.runtime(world)).open();
-    assert.is(await sessionState(a), 'superseded');
-    assert.equal((await read(b)).resolved, DEFAULTS);
+    // Pete's new Runtime asks for the lease while the write waits.
+    opening = pete.runtime(world).then((b) => b.open()).then((b) => ((opened = true), b));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.is(opened, false, 'the activation waits for the write under way');
+    assert.is(await sessionState(a), 'active');
     await release();
   });
-  await assertProblem(await write, 409, 'runtime_session_superseded');
-  assert.equal((await read(b)).resolved, DEFAULTS, 'nothing written by a session that no longer holds the lease');
+  assert.is((await write).status, 200);
+  const b = await opening;
+  assert.is(await sessionState(a), 'superseded');
+  assert.equal((await read(b)).resolved, { ...DEFAULTS, volume: 0.3 }, 'the new holder reads after the write');
 });
 
-test('a DELETE whose page lost the lease and took it back while it waits is refused 409 runtime_lease_stale, and clears nothing', async () => {
-  const page = await (await pete.runtime(world)).open();
-  const before = await read(page);
-  const put = await page.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.5 } }, headers: { 'if-match': before.etag } });
-  assert.is(put.status, 200, await put.clone().text());
-  const { etag } = (await jsonOf(put)) as unknown as Settings;
-  const oldLease = page.lease!;
-  let clear!: Promise<Response>;
-  await withAccountLockHeld(async () => {
-    clear = page.fenced(`${MEDIA}?layer=user`, { method: 'DELETE', headers: { 'if-match': etag } });
-    await someoneWaitsOnTheLock();
-    // Another Runtime of pete's takes the lease and the page takes it back: the page is active again, under a new
-    // version, and the claims the DELETE carries are old.
-    await (await pete.runtime(world)).open();
-    assert.is(await sessionState(page), 'superseded');
-    const again = await page.activate();
-    assert.is(again.status, 200, await again.clone().text());
-    assert.is(await sessionState(page), 'active');
-    assert.ok(page.lease!.leaseVersion > oldLease.leaseVersion, 'taking the lease back grants a new version');
+test('a write whose turn comes after an activation is refused 409 runtime_session_superseded, and writes nothing', async () => {
+  const a = await (await pete.runtime(world)).open();
+  const before = await read(a);
+  const b = await pete.runtime(world);
+  assert.is((await b.createSession()).status, 201);
+  // B's activation takes the person's turn and is held just before it moves the lease; A's write passes its
+  // request's fence (A still holds the lease) and waits for the turn.
+  let gate!: () => void;
+  const held = new Promise<void>((resolve) => (gate = resolve));
+  let holding = false;
+  const restore = interceptSends(server.services.host, async (kind, _key, event, next) => {
+    if (kind === 'runtime-lease' && event.type === 'lease.acquire' && event.sessionId === b.sessionId) {
+      holding = true;
+      await held;
+    }
+    return next();
   });
-  await assertProblem(await clear, 409, 'runtime_lease_stale');
-  assert.equal((await read(page)).resolved, { ...DEFAULTS, volume: 0.5 }, 'nothing cleared under a lease that is no longer current');
+  let write!: Promise<Response>;
+  try {
+    const activating = b.activate();
+    await waitFor(() => holding || undefined, "B's activation to hold the turn");
+    write = a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.2 } }, headers: { 'if-match': before.etag } });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    gate();
+    assert.is((await activating).status, 200);
+  } finally {
+    gate();
+    restore();
+  }
+  await assertProblem(await write, 409, 'runtime_session_superseded');
+  assert.equal(await read(b), before, 'nothing written by a page that lost the lease before its turn');
 });
 
-test('an outage while the fence is checked again answers 503 runtime_coordination_unavailable, and writes nothing', async () => {
+test('an outage while the fence is checked in the write\'s turn answers 503 runtime_coordination_unavailable, and writes nothing', async () => {
   const page = await (await pete.runtime(world)).open();
   const before = await read(page);
   const { sessions } = await runtimeServices(server.services);
   const original = sessions.requireLease.bind(sessions);
   let checks = 0;
-  // The credential check passes; the one inside the write's transaction meets the outage.
+  // The credential check passes; the one in the write's turn meets the outage.
   sessions.requireLease = async (caller, sessionId, lease) => {
     if (sessionId === page.sessionId && ++checks === 2) throw Object.assign(new Error('Connection terminated unexpectedly'), { code: '57P01' });
     return original(caller, sessionId, lease);

@@ -107,12 +107,11 @@ export type Principal =
       readonly sessionId: string;
       readonly lease: { readonly id: string; readonly version: number };
       /**
-       * Checks this fence again, throwing what the credential check would (409 `runtime_session_superseded`,
-       * `runtime_lease_stale`, …). The credential was checked when the request began; a step that commits later, after
-       * waiting on locks or the pool, calls this once it holds what it waits for, so a supersession that committed
-       * meanwhile refuses it instead of being overtaken by it.
+       * Runs a write the lease fences outside the actors (Plugin settings) in the person's turn, after checking this
+       * fence again (throwing what the credential check would: 409 `runtime_session_superseded`, `runtime_lease_stale`,
+       * …): no activation moves the lease until the write is done (RuntimeSessions.whileHolding).
        */
-      readonly fence: () => Promise<void>;
+      readonly holding: <T>(write: () => Promise<T>) => Promise<T>;
     }
   | {
       readonly credential: Exclude<

@@ -1,0 +1,81 @@
+import { sql } from 'kysely';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { productParts } from '../../server/main.js';
+import type { TestDatabase } from '../support/database.js';
+import { jsonOf } from '../support/http.js';
+import { installPlugin, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { withTestServer, type TestServer } from '../support/server.js';
+import { waitFor } from '../support/wait.js';
+
+/**
+ * Settings writes of one person that queue behind a lock must not hold the pool while the lease actor needs it: a
+ * write's fence is checked in the person's lease turn before its transaction takes a connection, so a lease renewal
+ * (started by a fenced request's credential check once a third of the lease has passed) still commits, and the queued
+ * writes settle as soon as the lock is free.
+ */
+let db: TestDatabase;
+let server: TestServer;
+let pete: RuntimePerson;
+let world: TestEnvironment;
+const MEDIA = '/v1/runtime/plugins/plg_media/settings';
+const ACCOUNT_LOCK = 0x5e77_0002;
+const POOL = 4;
+
+withTestServer(test, (started) => ({ db, server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: '10', DATABASE_POOL_SIZE: String(POOL) });
+test.before(async () => {
+  pete = await runtimePerson(server, 'pete');
+  world = await testEnvironment(server.opsUrl, 'stall-world', 'pete');
+  await installPlugin(server.opsUrl, world.environmentId, 'plg_media');
+});
+
+const waiters = async (): Promise<number> => {
+  const rows = await sql<{ n: string }>`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`.execute(db.connection.db);
+  return Number(rows.rows[0]!.n);
+};
+
+test('settings writes queued behind a lock while the lease renews settle promptly, and the lease holds (a small pool)', async () => {
+  const a = await (await pete.runtime(world)).open();
+  const first = await a.fenced(MEDIA);
+  assert.is(first.status, 200);
+  const { etag } = (await jsonOf(first)) as { etag: string };
+
+  // An outside holder of pete's account lock (the test's own pool), so the writes queue on it.
+  let unlock!: () => void;
+  const held = new Promise<void>((r) => (unlock = r));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((r) => (locked = r));
+  const holder = db.connection.db.transaction().execute(async (trx) => {
+    await sql`SELECT pg_advisory_xact_lock(${ACCOUNT_LOCK}::int4, hashtext(${`plg_media ${pete.accountId}`}))`.execute(trx);
+    locked();
+    await held;
+  });
+  await lockTaken;
+  const activatedAt = Date.now();
+
+  const put = (i: number): Promise<Response> =>
+    a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.1 + i / 10 } }, headers: { 'if-match': etag } });
+  const writes: Promise<Response>[] = [];
+  for (let i = 0; i < POOL - 1; i++) writes.push(put(i));
+  await waitFor(async () => (await waiters()) >= 1, 'the first write to wait on the account lock');
+  // A third of the 10 s lease has passed: the next fenced request's credential check renews the lease in the
+  // background, which needs a connection of the pool.
+  await new Promise((r) => setTimeout(r, Math.max(0, activatedAt + 4_000 - Date.now())));
+  writes.push(put(POOL - 1));
+  await new Promise((r) => setTimeout(r, 300));
+
+  const started = Date.now();
+  unlock();
+  await holder;
+  const results = await Promise.all(writes.map(async (w) => {
+    const res = await w;
+    return { status: res.status, code: ((await res.json()) as { code?: string }).code };
+  }));
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed < 5_000, `the writes took ${elapsed} ms to settle once the lock was free: ${JSON.stringify(results)}`);
+  // One tag, four writes taking turns: the first wins, the others find the tag moved on.
+  assert.equal(results.map((r) => r.status).sort(), [200, 412, 412, 412], JSON.stringify(results));
+  assert.is((await a.fenced(MEDIA)).status, 200, 'the lease held');
+});
+
+test.run();
