@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
@@ -11,6 +10,7 @@ import { installPlugin, LONG_LEASE_ENV, runtimePerson, sessionState, testEnviron
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { interceptSends } from '../support/host.js';
+import { advisoryLockWaiters, withSettingsLockHeld } from '../support/settings-locks.js';
 
 /**
  * A settings write is fenced by the Runtime lease outside the actors, so it runs in the person's lease turn
@@ -23,8 +23,6 @@ let server: TestServer;
 let pete: RuntimePerson;
 let world: TestEnvironment;
 const MEDIA = '/v1/runtime/plugins/plg_media/settings';
-/** plugins/settings/plugin-settings.ts ACCOUNT_LOCK. */
-const ACCOUNT_LOCK = 0x5e77_0002;
 const DEFAULTS = { defaultMuted: true, volume: 0.8 };
 
 withTestServer(test, (started) => ({ db, server } = started), productParts, LONG_LEASE_ENV);
@@ -46,37 +44,8 @@ const read = async (page: RuntimeClient): Promise<Settings> => {
   return (await jsonOf(res)) as unknown as Settings;
 };
 
-/**
- * Runs `during` while another writer of pete's settings holds the (Plugin, account) lock; the lock goes when `during`
- * calls `release` or ends, whichever is first, so a failed assertion never leaves it held.
- */
-async function withAccountLockHeld(during: (release: () => Promise<void>) => Promise<void>): Promise<void> {
-  let unlock!: () => void;
-  const held = new Promise<void>((resolve) => (unlock = resolve));
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-  const holder = db.connection.db.transaction().execute(async (trx) => {
-    await sql`SELECT pg_advisory_xact_lock(${ACCOUNT_LOCK}::int4, hashtext(${`plg_media ${pete.accountId}`}))`.execute(trx);
-    locked();
-    await held;
-  });
-  await lockTaken;
-  const release = async (): Promise<void> => {
-    unlock();
-    await holder;
-  };
-  try {
-    await during(release);
-  } finally {
-    await release();
-  }
-}
-
-const someoneWaitsOnTheLock = () =>
-  waitFor(async () => {
-    const rows = await sql<{ n: string }>`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`.execute(db.connection.db);
-    return Number(rows.rows[0]!.n) > 0;
-  }, 'the write to wait on the account lock');
+const withAccountLockHeld = (during: (release: () => Promise<void>) => Promise<void>): Promise<void> => withSettingsLockHeld(db, pete.accountId, during);
+const someoneWaitsOnTheLock = () => waitFor(async () => (await advisoryLockWaiters(db)) > 0 || undefined, 'the write to wait on the account lock');
 
 test('an activation that comes while a write is under way (its fence passed, waiting for its locks) waits for it, and the new holder reads what it wrote', async () => {
   const a = await (await pete.runtime(world)).open();

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
@@ -7,6 +6,7 @@ import { jsonOf } from '../support/http.js';
 import { installPlugin, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
+import { advisoryLockWaiters, withSettingsLockHeld } from '../support/settings-locks.js';
 
 /**
  * Settings writes of one person that queue behind a lock must not hold the pool while the lease actor needs it: a
@@ -19,7 +19,6 @@ let server: TestServer;
 let pete: RuntimePerson;
 let world: TestEnvironment;
 const MEDIA = '/v1/runtime/plugins/plg_media/settings';
-const ACCOUNT_LOCK = 0x5e77_0002;
 const POOL = 4;
 
 withTestServer(test, (started) => ({ db, server } = started), productParts, { RUNTIME_LEASE_TTL_SECONDS: '10', DATABASE_POOL_SIZE: String(POOL) });
@@ -29,10 +28,6 @@ test.before(async () => {
   await installPlugin(server.opsUrl, world.environmentId, 'plg_media');
 });
 
-const waiters = async (): Promise<number> => {
-  const rows = await sql<{ n: string }>`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`.execute(db.connection.db);
-  return Number(rows.rows[0]!.n);
-};
 
 test('settings writes queued behind a lock while the lease renews settle promptly, and the lease holds (a small pool)', async () => {
   const a = await (await pete.runtime(world)).open();
@@ -40,33 +35,23 @@ test('settings writes queued behind a lock while the lease renews settle promptl
   assert.is(first.status, 200);
   const { etag } = (await jsonOf(first)) as { etag: string };
 
-  // An outside holder of pete's account lock (the test's own pool), so the writes queue on it.
-  let unlock!: () => void;
-  const held = new Promise<void>((r) => (unlock = r));
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((r) => (locked = r));
-  const holder = db.connection.db.transaction().execute(async (trx) => {
-    await sql`SELECT pg_advisory_xact_lock(${ACCOUNT_LOCK}::int4, hashtext(${`plg_media ${pete.accountId}`}))`.execute(trx);
-    locked();
-    await held;
-  });
-  await lockTaken;
-  const activatedAt = Date.now();
-
-  const put = (i: number): Promise<Response> =>
-    a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.1 + i / 10 } }, headers: { 'if-match': etag } });
   const writes: Promise<Response>[] = [];
-  for (let i = 0; i < POOL - 1; i++) writes.push(put(i));
-  await waitFor(async () => (await waiters()) >= 1, 'the first write to wait on the account lock');
-  // A third of the 10 s lease has passed: the next fenced request's credential check renews the lease in the
-  // background, which needs a connection of the pool.
-  await new Promise((r) => setTimeout(r, Math.max(0, activatedAt + 4_000 - Date.now())));
-  writes.push(put(POOL - 1));
-  await new Promise((r) => setTimeout(r, 300));
-
-  const started = Date.now();
-  unlock();
-  await holder;
+  let started = 0;
+  // An outside holder of pete's account lock (the test's own connection), so the writes queue on it.
+  await withSettingsLockHeld(db, pete.accountId, async (release) => {
+    const activatedAt = Date.now();
+    const put = (i: number): Promise<Response> =>
+      a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.1 + i / 10 } }, headers: { 'if-match': etag } });
+    for (let i = 0; i < POOL - 1; i++) writes.push(put(i));
+    await waitFor(async () => (await advisoryLockWaiters(db)) >= 1, 'the first write to wait on the account lock');
+    // A third of the 10 s lease has passed: the next fenced request's credential check renews the lease in the
+    // background, which needs a connection of the pool.
+    await new Promise((r) => setTimeout(r, Math.max(0, activatedAt + 4_000 - Date.now())));
+    writes.push(put(POOL - 1));
+    await new Promise((r) => setTimeout(r, 300));
+    started = Date.now();
+    await release();
+  });
   const results = await Promise.all(writes.map(async (w) => {
     const res = await w;
     return { status: res.status, code: ((await res.json()) as { code?: string }).code };
