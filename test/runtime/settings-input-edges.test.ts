@@ -49,6 +49,16 @@ test('a body naming only __proto__ is refused for that member, not as naming no 
   );
 });
 
+test('query parameters named like members of every object are parameters like any other', async () => {
+  const etag = await tag();
+  for (const name of ['constructor', 'toString', '__proto__']) {
+    const res = await fetch(`${server.url}${MEDIA}?layer=user&${name}=x`, { method: 'DELETE', headers: { ...page.headers({ active: true }), 'if-match': etag } });
+    const body = (await jsonOf(res)) as { error: { code: string; details?: Array<{ pointer: string; message: string }> } };
+    assert.is(res.status, 400, name);
+    assert.equal(body.error.details?.map((d) => d.pointer), [`/${name}`], JSON.stringify(body.error.details));
+  }
+});
+
 test('a Backend Grant context member __proto__ is refused like any key outside the pattern', async () => {
   assert.is((await declareBackend(server.opsUrl, world.environmentId, { endpoint: ENDPOINT, scopes: ['orders:read'] })).status, 200);
   const res = await fetch(`${server.url}/v1/runtime/environment-backend/grants`, {

@@ -447,7 +447,8 @@ function parseQuery(query: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of new URLSearchParams(query)) {
     refuseProtoName(name, 'query');
-    const prior = out[name];
+    // Own members only: `constructor` or `toString` would otherwise find Object.prototype's and become a list.
+    const prior = Object.hasOwn(out, name) ? out[name] : undefined;
     out[name] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
   }
   return out;
