@@ -148,7 +148,15 @@ export async function startServer(
     const applied = await migrateDatabase(databaseUrl, `registry-coordination/${config.nodeId}/migrate`);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
 
-    const store = new PostgresActorStore(storage);
+    // Actor commits have connections of their own (see PostgresActorStore): closed after the host drains.
+    const commitStorage = connectStorage({
+      connectionString: databaseUrl,
+      maxConnections: config.commitLanes,
+      applicationName: `registry-coordination/${config.nodeId}/commits`,
+      onError: (err) => logger.warn({ err }, 'idle database connection failed'),
+    });
+    cleanups.push(() => commitStorage.close());
+    const store = new PostgresActorStore({ ...storage, commitPool: commitStorage.pool });
     let host: ActorHost | undefined;
     const metrics = createServerMetrics({
       liveActors: () => {

@@ -120,7 +120,13 @@ export function connectStorage(options: ConnectOptions): StorageConnection {
     // pg-pool's end() resolves once it has asked its idle clients to end, not once they have: wait for their
     // connections to close, so a Postgres stopped right after (the embedded one) does not cut them mid-goodbye and
     // every shutdown log a connection error.
-    close: () => (closed ??= db.destroy().then(() => settledWithin(Promise.all(open.values()), CLOSE_WAIT_MS))),
+    // Kysely ends the pool only if it ever used it (its driver starts lazily): a pool used only through `pool` (the
+    // actor commits') is ended here.
+    close: () =>
+      (closed ??= db
+        .destroy()
+        .then(() => (pool.ending ? undefined : pool.end()))
+        .then(() => settledWithin(Promise.all(open.values()), CLOSE_WAIT_MS))),
   };
 }
 

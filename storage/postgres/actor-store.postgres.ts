@@ -79,11 +79,16 @@ interface LoadedRow {
 
 export class PostgresActorStore implements ActorStore {
   readonly #db: Kysely<Database>;
-  readonly #pool: pg.Pool;
+  readonly #commits: pg.Pool;
 
-  constructor(connection: { db: Kysely<Database>; pool: pg.Pool }) {
+  /**
+   * `commitPool`: connections of the group commits alone (one per commit lane is enough: a lane has one batch in
+   * flight). Every reply of every actor waits for a commit, and requests hold connections of the shared pool while
+   * they wait for replies: commits taking from that pool could wait for connections held by their own waiters.
+   */
+  constructor(connection: { db: Kysely<Database>; pool: pg.Pool; commitPool?: pg.Pool }) {
     this.#db = connection.db;
-    this.#pool = connection.pool;
+    this.#commits = connection.commitPool ?? connection.pool;
   }
 
   async load(kind: string, key: string): Promise<StoredActor | undefined> {
@@ -151,7 +156,7 @@ export class PostgresActorStore implements ActorStore {
     }
     // Named: parsed and planned once per connection. The plan does not depend on the batch's shape (set-returning
     // functions are estimated alike whatever their argument), so a cached plan is the one a fresh one would be.
-    const result = await this.#pool.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
+    const result = await this.#commits.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
     return { fenced: new Set(result.rows.map((r) => Number(r.position))) };
   }
 

@@ -1,0 +1,42 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { systemClock } from '../../actors/clock.js';
+import { connectStorage, type StorageConnection } from '../../storage/connect.js';
+import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import { counterKind } from '../fixtures/counter.kind.js';
+import type { TestDatabase } from '../support/database.js';
+import { hostFor, withActorStore } from '../support/host.js';
+
+/**
+ * Actor commits have connections of their own (the server gives the store a pool of one per commit lane): requests
+ * that hold every connection of the shared pool while they wait for actor replies cannot keep those replies' commits
+ * from running.
+ */
+let db: TestDatabase;
+withActorStore(test, (opened) => ({ db } = opened));
+
+test('with every connection of the shared pool held, a live actor still commits through its own pool', async () => {
+  const shared: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 2 });
+  const commits: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 2 });
+  const host = hostFor(new PostgresActorStore({ ...shared, commitPool: commits.pool }), systemClock, [counterKind]);
+  try {
+    assert.is((await host.send('counter', 'busy-pool', { type: 'counter.add', amount: 1 })).version, 1, 'loaded and live');
+    const held = await Promise.all([shared.pool.connect(), shared.pool.connect()]);
+    try {
+      const reply = await Promise.race([
+        host.send('counter', 'busy-pool', { type: 'counter.add', amount: 2 }),
+        new Promise<'stalled'>((resolve) => setTimeout(() => resolve('stalled'), 3_000).unref()),
+      ]);
+      assert.ok(reply !== 'stalled', 'the commit waited for the shared pool');
+      assert.is(reply.version, 2);
+    } finally {
+      for (const client of held) client.release();
+    }
+    await host.drain();
+  } finally {
+    await shared.close();
+    await commits.close();
+  }
+});
+
+test.run();
