@@ -211,8 +211,9 @@ export class PostgresActorStore implements ActorStore {
     return rows.map((r) => ({ kind: r.kind, key: r.key, nextDueAt: (r.next_due_at ?? new Date(before)).getTime() }));
   }
 
+  /** Both ways to the store answer: the shared pool and the commits' own (a node whose commits all fail is not ready). */
   async ping(): Promise<void> {
-    await sql`SELECT 1`.execute(this.#db);
+    await Promise.all([sql`SELECT 1`.execute(this.#db), this.#commits.query('SELECT 1')]);
   }
 }
 
