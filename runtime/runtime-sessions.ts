@@ -210,7 +210,7 @@ export class RuntimeSessions {
   async activate(caller: RuntimeCaller, sessionId: string): Promise<RuntimeSessionState> {
     const ticket = this.#o.quota.admit(caller.accountId, sessionId);
     try {
-      // In the person's turn: a fenced write under way (whileHolding) commits before the lease moves.
+      // In the person's turn: a fenced write under way (holdLease) commits before the lease moves.
       return await this.#turns.run(caller.accountId, () => this.#activate(caller, sessionId, ticket));
     } finally {
       // Refused, or the lease actor never answered: the reservation is returned (a no-op once settled).
@@ -254,21 +254,21 @@ export class RuntimeSessions {
   }
 
   /**
-   * Runs `write` in the person's turn once the session is checked to hold the lease it claims (`requireLease`), so no
-   * activation moves the lease between the check and the end of the write: for writes the lease fences outside the
-   * actors (Plugin settings), which a page superseded while it waited must not make, and which the next holder must
-   * read. The check runs before `write` takes anything (a pool connection, a lock) it could then hold while waiting.
+   * Enters the person's turn and checks there that the session holds the lease it claims (`requireLease`); the
+   * returned function ends the turn. For writes the lease fences outside the actors (Plugin settings): entered once
+   * the write holds its connection and locks, ended after its commit, so no activation moves the lease between the
+   * check and the commit (a page superseded while it waited is refused; the next holder reads after the write), and an
+   * activation waits only for the write's last statements.
    */
-  async whileHolding<T>(
-    caller: SessionOwner,
-    sessionId: string,
-    lease: { readonly leaseId: string; readonly version: number } | undefined,
-    write: () => Promise<T>,
-  ): Promise<T> {
-    return this.#turns.run(caller.accountId, async () => {
+  async holdLease(caller: SessionOwner, sessionId: string, lease: { readonly leaseId: string; readonly version: number } | undefined): Promise<() => void> {
+    const leave = await this.#turns.enter(caller.accountId);
+    try {
       await this.requireLease(caller, sessionId, lease);
-      return write();
-    });
+      return leave;
+    } catch (error) {
+      leave();
+      throw error;
+    }
   }
 
   /** Ends the session; its lease (if it holds it) is freed without a successor. Releasing twice is a no-op. */

@@ -139,8 +139,8 @@ export function runtimeFeature(): ServerParts {
           const claimed = leaseClaims(headers);
           const state = await sessions.requireLease(caller, sessionId, claimed);
           const lease = { id: state.lease!.leaseId, version: state.lease!.version };
-          const holding = <T>(write: () => Promise<T>): Promise<T> => sessions.whileHolding(caller, sessionId, claimed, write);
-          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease, holding };
+          const holdFence = (): Promise<() => void> => sessions.holdLease(caller, sessionId, claimed);
+          return { credential: 'runtimeActive', subject: caller.accountId, caller, sessionId, lease, holdFence };
         },
       };
       sockets = runtimeSockets({

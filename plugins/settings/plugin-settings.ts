@@ -6,13 +6,15 @@ import type { PluginRelease } from '../plugin-catalog.js';
 import { resolveSettings, type ResolvedSettings, type StoredLeaf } from './settings-layers.js';
 import { leafProblem, PROBLEM_ORDER, scopeProblem, type SettingProblem, type WritableLayer } from './settings-schema.js';
 
-/**
- * Whose settings: a person (their account) in one Environment. Writes are fenced by the caller's Runtime lease outside
- * this class: the route runs them in the person's lease turn (RuntimeSessions.whileHolding).
- */
+/** Whose settings: a person (their account) in one Environment, calling from a Runtime that holds its lease. */
 export interface SettingsCaller {
   readonly accountId: string;
   readonly environmentId: string;
+  /**
+   * Enters the person's lease turn and checks there that the caller's Runtime still holds its lease (throwing 409
+   * `runtime_session_superseded`, `runtime_lease_stale`, …); the returned function ends the turn.
+   */
+  readonly holdFence: () => Promise<() => void>;
 }
 
 export interface SettingsWrite {
@@ -137,7 +139,10 @@ export class PluginSettings {
     }
   }
 
-  /** Runs `change` holding the locks of the caller's aggregate, after checking that the tag is still current. */
+  /**
+   * Runs `change` holding the locks of the caller's aggregate and the caller's lease turn, after checking that the
+   * tag is still current.
+   */
   async #locked<T>(
     caller: SettingsCaller,
     release: PluginRelease,
@@ -145,19 +150,28 @@ export class PluginSettings {
     expectedTags: readonly string[],
     change: (trx: Transaction<Database>, leaves: readonly StoredLeaf[], current: ResolvedSettings) => Promise<T>,
   ): Promise<T> {
-    return this.#db.transaction().execute(async (trx) => {
-      const environmentLock = layer === 'environment' ? sql`pg_advisory_xact_lock` : sql`pg_advisory_xact_lock_shared`;
-      await sql`SELECT ${environmentLock}(${ENVIRONMENT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.environmentId}`}))`.execute(trx);
-      await sql`SELECT pg_advisory_xact_lock(${ACCOUNT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.accountId}`}))`.execute(trx);
-      const leaves = await loadLeaves(trx, caller, release.pluginId);
-      const current = resolveSettings(release.pluginId, release.settingsSchema, leaves);
-      if (!expectedTags.includes(current.etag)) {
-        throw new HttpError(412, 'settings_tag_mismatch', 'the settings changed since this tag was read; read them again and retry', {
-          headers: { etag: current.etag },
-        });
-      }
-      return change(trx, leaves, current);
-    });
+    // The lease turn is entered once the connection and the locks are held, and left after the commit: the fence holds
+    // from its check to the commit, and an activation of the person waits only for this write's last statements, not
+    // for its waits on the pool or the locks.
+    let leaveTurn: (() => void) | undefined;
+    try {
+      return await this.#db.transaction().execute(async (trx) => {
+        const environmentLock = layer === 'environment' ? sql`pg_advisory_xact_lock` : sql`pg_advisory_xact_lock_shared`;
+        await sql`SELECT ${environmentLock}(${ENVIRONMENT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.environmentId}`}))`.execute(trx);
+        await sql`SELECT pg_advisory_xact_lock(${ACCOUNT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.accountId}`}))`.execute(trx);
+        leaveTurn = await caller.holdFence();
+        const leaves = await loadLeaves(trx, caller, release.pluginId);
+        const current = resolveSettings(release.pluginId, release.settingsSchema, leaves);
+        if (!expectedTags.includes(current.etag)) {
+          throw new HttpError(412, 'settings_tag_mismatch', 'the settings changed since this tag was read; read them again and retry', {
+            headers: { etag: current.etag },
+          });
+        }
+        return change(trx, leaves, current);
+      });
+    } finally {
+      leaveTurn?.();
+    }
   }
 }
 

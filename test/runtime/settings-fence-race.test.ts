@@ -13,10 +13,10 @@ import { interceptSends } from '../support/host.js';
 import { advisoryLockWaiters, withSettingsLockHeld } from '../support/settings-locks.js';
 
 /**
- * A settings write is fenced by the Runtime lease outside the actors, so it runs in the person's lease turn
- * (RuntimeSessions.whileHolding): the fence is checked when the turn comes, and no activation moves the lease until the
- * write is done. A page superseded before its write's turn is refused; an activation that comes while a write is
- * under way waits for it, so the new holder reads what it wrote.
+ * A settings write is fenced by the Runtime lease outside the actors, so once it holds its connection and locks it
+ * enters the person's lease turn (RuntimeSessions.holdLease), checks the fence there and leaves after its commit. A
+ * page superseded while its write waited is refused; an activation waits only for a write that holds the turn, and
+ * the new holder then reads what it wrote.
  */
 let db: TestDatabase;
 let server: TestServer;
@@ -47,22 +47,57 @@ const read = async (page: RuntimeClient): Promise<Settings> => {
 const withAccountLockHeld = (during: (release: () => Promise<void>) => Promise<void>): Promise<void> => withSettingsLockHeld(db, pete.accountId, during);
 const someoneWaitsOnTheLock = () => waitFor(async () => (await advisoryLockWaiters(db)) > 0 || undefined, 'the write to wait on the account lock');
 
-test('an activation that comes while a write is under way (its fence passed, waiting for its locks) waits for it, and the new holder reads what it wrote', async () => {
+test('an activation does not wait for a write still waiting for its locks; that write is then refused 409 runtime_session_superseded', async () => {
   const a = await (await pete.runtime(world)).open();
-  const { etag } = await read(a);
+  const before = await read(a);
   let write!: Promise<Response>;
-  let opening!: Promise<RuntimeClient>;
-  let opened = false;
+  let b!: RuntimeClient;
   await withAccountLockHeld(async (release) => {
-    write = a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.3 } }, headers: { 'if-match': etag } });
+    write = a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.3 } }, headers: { 'if-match': before.etag } });
     await someoneWaitsOnTheLock();
-    // Pete's new Runtime asks for the lease while the write waits.
-    opening = pete.runtime(world).then((b) => b.open()).then((b) => ((opened = true), b));
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.is(opened, false, 'the activation waits for the write under way');
-    assert.is(await sessionState(a), 'active');
+    const started = Date.now();
+    b = await (await pete.runtime(world)).open();
+    assert.ok(Date.now() - started < 3_000, 'the activation answered while the write still waits');
+    assert.is(await sessionState(a), 'superseded');
+    assert.equal((await read(b)).resolved, DEFAULTS);
     await release();
   });
+  await assertProblem(await write, 409, 'runtime_session_superseded');
+  assert.equal((await read(b)).resolved, DEFAULTS, 'nothing written by a page that lost the lease before its turn');
+});
+
+test('an activation waits for a write that holds the turn (its fence checked), and the new holder reads what it wrote', async () => {
+  const a = await (await pete.runtime(world)).open();
+  const { etag } = await read(a);
+  const { sessions } = await runtimeServices(server.services);
+  const original = sessions.requireLease.bind(sessions);
+  let checked!: () => void;
+  const fenceChecked = new Promise<void>((resolve) => (checked = resolve));
+  let resume!: () => void;
+  const resumed = new Promise<void>((resolve) => (resume = resolve));
+  let checks = 0;
+  // The write's check in its turn passes, then the write pauses there (a slow statement, a GC pause).
+  sessions.requireLease = async (caller, sessionId, lease) => {
+    const state = await original(caller, sessionId, lease);
+    if (sessionId === a.sessionId && ++checks === 2) {
+      checked();
+      await resumed;
+    }
+    return state;
+  };
+  let opened = false;
+  let opening!: Promise<RuntimeClient>;
+  let write!: Promise<Response>;
+  try {
+    write = a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.3 } }, headers: { 'if-match': etag } });
+    await fenceChecked;
+    opening = pete.runtime(world).then((b) => b.open()).then((b) => ((opened = true), b));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.is(opened, false, 'the activation waits for the write holding the turn');
+  } finally {
+    resume();
+    sessions.requireLease = original;
+  }
   assert.is((await write).status, 200);
   const b = await opening;
   assert.is(await sessionState(a), 'superseded');

@@ -107,11 +107,12 @@ export type Principal =
       readonly sessionId: string;
       readonly lease: { readonly id: string; readonly version: number };
       /**
-       * Runs a write the lease fences outside the actors (Plugin settings) in the person's turn, after checking this
-       * fence again (throwing what the credential check would: 409 `runtime_session_superseded`, `runtime_lease_stale`,
-       * …): no activation moves the lease until the write is done (RuntimeSessions.whileHolding).
+       * For a write the lease fences outside the actors (Plugin settings), once it holds its connection and locks:
+       * enters the person's turn and checks this fence again (throwing what the credential check would: 409
+       * `runtime_session_superseded`, `runtime_lease_stale`, …); call the returned function after the commit. No
+       * activation moves the lease in between (RuntimeSessions.holdLease).
        */
-      readonly holding: <T>(write: () => Promise<T>) => Promise<T>;
+      readonly holdFence: () => Promise<() => void>;
     }
   | {
       readonly credential: Exclude<

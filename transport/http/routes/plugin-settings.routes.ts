@@ -101,13 +101,13 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
   const context = async (
     principal: Principal,
     pluginId: string,
-  ): Promise<{ caller: SettingsCaller; release: PluginRelease; holding: <T>(write: () => Promise<T>) => Promise<T> }> => {
-    const { caller, holding } = principalAs(principal, 'runtimeActive');
+  ): Promise<{ caller: SettingsCaller; release: PluginRelease }> => {
+    const { caller, holdFence } = principalAs(principal, 'runtimeActive');
     const release = await coordinated(() => deps.installations.installed(caller.environmentId, pluginId));
     if (!release) {
       throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'catalog' });
     }
-    return { caller: { accountId: caller.accountId, environmentId: caller.environmentId }, release, holding };
+    return { caller: { accountId: caller.accountId, environmentId: caller.environmentId, holdFence }, release };
   };
   return [
     defineRoute({
@@ -142,10 +142,9 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
       maxBodyBytes: 16 * 1024,
       responses: { 200: { description: 'Written; the settings after the write.', schema: PluginSettingsResponse, headers: ETAG_HEADER } },
       handler: async ({ principal, params, headers, body, logger }) => {
-        const { caller, release, holding } = await context(principal, params.pluginId);
+        const { caller, release } = await context(principal, params.pluginId);
         const tags = expectedTags(headers);
-        // In the person's lease turn: a page superseded while this request waited is refused, and the next holder reads after it.
-        const settings = await coordinated(() => holding(() => deps.settings.write(caller, release, body, tags)));
+        const settings = await coordinated(() => deps.settings.write(caller, release, body, tags));
         logSkipped(settings, logger);
         return { status: 200, body: view(settings), headers: { etag: settings.etag } };
       },
@@ -165,11 +164,11 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
         204: { description: 'The layer (or the named settings of it) was already empty.', headers: ETAG_HEADER },
       },
       handler: async ({ principal, params, headers, query, logger }) => {
-        const { caller, release, holding } = await context(principal, params.pluginId);
+        const { caller, release } = await context(principal, params.pluginId);
         const named = query.setting === undefined ? undefined : typeof query.setting === 'string' ? [query.setting] : query.setting;
         const tags = expectedTags(headers);
         const clear = { layer: query.layer, ...(named ? { settings: named } : {}) };
-        const { changed, settings } = await coordinated(() => holding(() => deps.settings.clear(caller, release, clear, tags)));
+        const { changed, settings } = await coordinated(() => deps.settings.clear(caller, release, clear, tags));
         logSkipped(settings, logger);
         return changed ? { status: 200, body: view(settings), headers: { etag: settings.etag } } : { status: 204, body: undefined, headers: { etag: settings.etag } };
       },
