@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Clock } from '../../actors/clock.js';
 import type { Database } from '../../storage/database.js';
-import { HttpError, type ErrorDetail } from '../../transport/http/errors.js';
+import { HttpError, pointerToken, type ErrorDetail } from '../../transport/http/errors.js';
 import type { PluginRelease } from '../plugin-catalog.js';
 import { resolveSettings, type ResolvedSettings, type StoredLeaf } from './settings-layers.js';
 import { leafProblem, PROBLEM_ORDER, scopeProblem, type SettingProblem, type WritableLayer } from './settings-schema.js';
@@ -67,7 +67,7 @@ export class PluginSettings {
     await this.#mayWrite(caller, write.layer);
     refuse(
       Object.entries(write.settings).map(([name, value]) => [name, leafProblem(schema, write.layer, name, value)]),
-      (name) => ({ in: 'body', pointer: `/settings/${name.replace(/~/g, '~0').replace(/\//g, '~1')}` }),
+      (name) => ({ in: 'body', pointer: `/settings/${pointerToken(name)}` }),
     );
     return this.#locked(caller, release, write.layer, expectedTags, async (trx, leaves) => {
       const at = new Date(this.#clock.now());

@@ -185,7 +185,7 @@ export function renderError(error: HttpError, preferred: ErrorFormat, requestId:
 }
 
 /** RFC 6901: `~` and `/` inside a member name are escaped, so the pointer names exactly that member. */
-const pointerToken = (name: string): string => name.replace(/~/g, '~0').replace(/\//g, '~1');
+export const pointerToken = (name: string): string => name.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /** A zod failure as the API's error details: one per issue, each unknown member named by its own pointer. */
 export function validationDetails(error: z.ZodError, part: ErrorDetail['in']): ErrorDetail[] {

@@ -7,7 +7,7 @@ import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
-import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { HttpError, pointerToken, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import { watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
 import { FixedJson, type AnyRoute } from './route.js';
@@ -506,7 +506,7 @@ function protoMemberAt(value: unknown): string | undefined {
       for (let i = node.length - 1; i >= 0; i--) pending.push([node[i], `${pointer}/${i}`]);
     } else if (typeof node === 'object' && node !== null) {
       if (Object.hasOwn(node, '__proto__')) return `${pointer}/__proto__`;
-      for (const [name, child] of Object.entries(node)) pending.push([child, `${pointer}/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`]);
+      for (const [name, child] of Object.entries(node)) pending.push([child, `${pointer}/${pointerToken(name)}`]);
     }
   }
   return undefined;

@@ -56,7 +56,7 @@
 import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
-import { HttpError, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
+import { HttpError, pointerToken, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
@@ -431,7 +431,7 @@ function unsupportedSubprotocol(offered: readonly string[], supported: string): 
 }
 
 function issueDetail(issue: z.core.$ZodIssue): ErrorDetail {
-  const pointer = issue.path.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+  const pointer = issue.path.map((p) => `/${pointerToken(String(p))}`).join('');
   return { pointer, in: 'body', code: issue.code, message: issue.message };
 }
 
