@@ -13,7 +13,9 @@
  * the token bench). The headline ratio is the best rate either side reached at any load; each load is also printed
  * against its own raw. How busy the whole machine was in the second before the bench started (/proc/stat) is printed
  * with the figures: they are only comparable between quiet runs.
- * Environment: BENCH_DATABASE_URL, BENCH_ASSERTIONS (default 30000), BENCH_DEVICES (default 50), BENCH_IN_FLIGHT.
+ * Environment: BENCH_DATABASE_URL, BENCH_ASSERTIONS (default 30000), BENCH_DEVICES (default 50), BENCH_IN_FLIGHT,
+ * BENCH_PROFILE=1 (one more server pass at the largest load under V8's sampling profiler, after the measured ones so
+ * they are not slowed; prints where the main thread's time went).
  */
 import { availableParallelism } from 'node:os';
 import { compactVerify, importJWK, type CryptoKey } from 'jose';
@@ -29,6 +31,7 @@ import { DeviceAssertionVerifier, ReplayGuard } from '../identity/device-asserti
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import type { IncomingRequest } from '../transport/http/credentials.js';
 import { openBenchDatabase } from './support/bench-database.js';
+import { profileDuring } from './support/cpu-profile.js';
 import { sampleMachineCpu } from './support/cpu.js';
 import { percent, round2 } from './support/report-format.js';
 
@@ -104,6 +107,14 @@ async function main(): Promise<void> {
       process.stdout.write(
         `  ${String(load).padStart(4)} in flight: raw ${fmt(raw1)}, ${fmt(raw2)} /s; server ${fmt(hostRate)} /s (${((hostRate / Math.max(raw1, raw2)) * 100).toFixed(0)} % of this load's raw)\n`,
       );
+    }
+    if (process.env.BENCH_PROFILE === '1') {
+      const load = Math.max(...LOADS);
+      const requests = await sign();
+      const { result, lines } = await profileDuring('device-assertion-bench', () =>
+        inFlight(requests, load, (r) => verifier.verify(r.request, { bodyBound: true })),
+      );
+      process.stdout.write(`  one more server pass at ${load} in flight, profiled (${fmt(result)} /s under the profiler):\n${lines.join('\n')}\n`);
     }
     const raw = Math.max(...results.map((r) => r.raw));
     const hostRate = Math.max(...results.map((r) => r.host));

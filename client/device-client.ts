@@ -37,6 +37,11 @@ export class DeviceClient {
     deviceId?: string;
     /** Signs exactly this text instead of the claims above: for tests of what the server does with hostile payloads. */
     rawPayload?: string;
+    /**
+     * Members added to the protected header, signed as given (through WebCrypto: jose refuses to make a header it would
+     * not accept): for tests of what the server does with hostile headers.
+     */
+    extraHeader?: Record<string, unknown>;
   }): Promise<string> {
     const kid = input.deviceId ?? this.deviceId;
     if (!kid) throw new Error('the device has no id yet: start an enrolment first');
@@ -47,7 +52,15 @@ export class DeviceClient {
       jti: input.jti ?? randomBytes(18).toString('base64url'),
     };
     if (input.bindBody) payload.bdh = createHash('sha256').update(input.body ?? '').digest('base64url');
-    return new CompactSign(new TextEncoder().encode(input.rawPayload ?? JSON.stringify(payload)))
+    const payloadText = input.rawPayload ?? JSON.stringify(payload);
+    if (input.extraHeader) {
+      const header = Buffer.from(JSON.stringify({ alg: 'ES256', typ: 'device-assertion+jwt', kid, ...input.extraHeader })).toString('base64url');
+      const signingInput = `${header}.${Buffer.from(payloadText).toString('base64url')}`;
+      // WebCrypto's ECDSA signature is r ‖ s, as JWS wants it.
+      const signature = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, this.#privateKey, Buffer.from(signingInput));
+      return `${signingInput}.${Buffer.from(signature).toString('base64url')}`;
+    }
+    return new CompactSign(new TextEncoder().encode(payloadText))
       .setProtectedHeader({ alg: 'ES256', typ: 'device-assertion+jwt', kid })
       .sign(this.#privateKey);
   }

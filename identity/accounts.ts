@@ -164,7 +164,7 @@ export class Accounts {
     const device = enrolled ?? Object.values(account.enrolments).find((e) => e.device.id === deviceId)?.device;
     if (!device) return undefined;
     const status = enrolled ? (enrolled.status === 'active' ? 'active' : 'removed') : 'pending';
-    const key = this.#keys.cached(device.thumbprint) ?? (await this.#keys.get(device.publicKey, device.thumbprint));
+    const key = this.#keys.get(device.publicKey, device.thumbprint);
     return { deviceId, accountId, status, key, thumbprint: device.thumbprint, accountEpoch: account.epoch };
   };
 

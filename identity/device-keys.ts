@@ -1,4 +1,5 @@
-import { calculateJwkThumbprint, importJWK, type CryptoKey } from 'jose';
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import { calculateJwkThumbprint, importJWK } from 'jose';
 import * as z from 'zod';
 import type { DevicePublicKey } from '../machines/account/account.events.js';
 
@@ -36,23 +37,23 @@ export async function acceptDeviceKey(
   return { publicKey, thumbprint: await calculateJwkThumbprint(publicKey) };
 }
 
-/** Imported keys by thumbprint: importing costs more than verifying, and a device signs many requests. */
+/**
+ * Imported keys by thumbprint: importing costs more than verifying, and a device signs many requests. node:crypto
+ * KeyObjects, which the assertion verifier hands straight to OpenSSL.
+ */
 export class DeviceKeyCache {
-  readonly #keys = new Map<string, CryptoKey>();
+  readonly #keys = new Map<string, KeyObject>();
   readonly #limit: number;
 
   constructor(limit = 50_000) {
     this.#limit = limit;
   }
 
-  cached(thumbprint: string): CryptoKey | undefined {
-    return this.#keys.get(thumbprint);
-  }
-
-  async get(publicKey: DevicePublicKey, thumbprint: string): Promise<CryptoKey> {
+  get(publicKey: DevicePublicKey, thumbprint: string): KeyObject {
     const cached = this.#keys.get(thumbprint);
     if (cached) return cached;
-    const key = (await importJWK(publicKey, 'ES256')) as CryptoKey;
+    // Stored keys passed acceptDeviceKey (a point of P-256); createPublicKey checks it again.
+    const key = createPublicKey({ key: { ...publicKey }, format: 'jwk' });
     if (this.#keys.size >= this.#limit) this.#keys.delete(this.#keys.keys().next().value!);
     this.#keys.set(thumbprint, key);
     return key;
