@@ -60,6 +60,7 @@ const problem = (status: number, code: string, message: string, family: 'runtime
  * its activation is under way, and could take the lease (evicting the person's live Runtime) after it ended.
  */
 const ACTIVATION_MARGIN_MS = 10_000;
+const NO_HOLDER: { readonly holder: LeaseHolder | null } = { holder: null };
 
 /** Why a session that is not active cannot make an active-only call. */
 const inactive = (status: Exclude<RuntimeSessionStatus, 'active'>, endedReason: string | null = null): HttpError => {
@@ -405,7 +406,7 @@ export class RuntimeSessions {
 
   /** The current lease holder of a person, from the lease actor. */
   async leaseHolder(accountId: string): Promise<LeaseHolder | null> {
-    return (this.committedLeaseHolder(accountId) ?? (await this.#leaseContext(accountId))).holder;
+    return (this.committedLeaseHolder(accountId) ?? this.#unlapsed(await this.#leaseContext(accountId))).holder;
   }
 
   /**
@@ -413,7 +414,17 @@ export class RuntimeSessions {
    * is open; a per-message check then costs no promise. Otherwise undefined: ask `leaseHolder`.
    */
   committedLeaseHolder(accountId: string): { readonly holder: LeaseHolder | null } | undefined {
-    return this.#o.host.peekCommitted(RUNTIME_LEASE_KIND, accountId)?.context as RuntimeLeaseContext | undefined;
+    const context = this.#o.host.peekCommitted(RUNTIME_LEASE_KIND, accountId)?.context as RuntimeLeaseContext | undefined;
+    return context && this.#unlapsed(context);
+  }
+
+  /**
+   * The lease as of now: past its deadline it has lapsed, whether or not the lease actor has had its timer yet (a
+   * passivated actor's timer is found by a poll; an outage delays it longer), so a fence never passes on a lapsed lease.
+   */
+  #unlapsed(context: RuntimeLeaseContext): { readonly holder: LeaseHolder | null } {
+    const holder = context.holder;
+    return holder !== null && holder.expiresAt <= this.#o.clock.now() ? NO_HOLDER : context;
   }
 
   /** Keeps the lease of a Runtime with an open socket; false when the lease is no longer this session's. */
@@ -451,7 +462,7 @@ export class RuntimeSessions {
   #state(session: StoredSession, lease: RuntimeLeaseContext): RuntimeSessionState {
     const { context, value } = session;
     if (value === 'released' || value === 'revoked') return { context, status: value, lease: null };
-    const holder = lease.holder;
+    const holder = this.#unlapsed(lease).holder;
     if (holder?.sessionId === context.sessionId) return { context, status: 'active', lease: holder };
     if (value === 'active') return { context, status: holder ? 'superseded' : 'standby', lease: null };
     return { context, status: value, lease: null };

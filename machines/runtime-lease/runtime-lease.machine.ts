@@ -112,6 +112,17 @@ function withUntil(entries: readonly LiveSessionEntry[], sessionId: string, unti
 
 const idleFrom = (at: number) => (entry: LiveSessionEntry): number => at + entry.idleTtlMs + IDLE_SLACK_MS;
 
+/**
+ * The live entries once the holder's lease has lapsed at `at`, or undefined while it holds. A lease lapses at its
+ * deadline, not when its timer is delivered (a passivated actor's timer is found by a poll, an outage delays it):
+ * an event arriving in between meets the lapse first, so a late renewal never brings a lapsed lease back.
+ */
+function afterLapse(context: RuntimeLeaseContext, at: number): LiveSessionEntry[] | undefined {
+  const holder = context.holder;
+  if (holder === null || at < holder.expiresAt) return undefined;
+  return withUntil(liveEntries(context, at), holder.sessionId, idleFrom(at));
+}
+
 export const runtimeLeaseMachine = setup({
   types: { context: {} as RuntimeLeaseContext, events: {} as RuntimeLeaseEvent, emitted: {} as RuntimeLeaseEmitted, input: {} as { accountId: string } },
   actions: {
@@ -124,11 +135,15 @@ export const runtimeLeaseMachine = setup({
   on: {
     'lease.acquire': {
       actions: enqueueActions(({ context, event, enqueue }) => {
-        const current = context.holder;
         if (context.ended?.includes(event.sessionId)) {
           enqueue.emit({ type: 'lease.refused', sessionId: event.sessionId, reason: 'session_ended' });
           return;
         }
+        const lapsed = afterLapse(context, event.at);
+        if (lapsed) {
+          enqueue({ type: 'leaseEnded', params: { accountId: context.accountId, holder: context.holder!, reason: 'lapsed', version: context.version } });
+        }
+        const current = lapsed ? null : context.holder;
         if (current?.sessionId === event.sessionId) {
           // Activating the holder again keeps its fence: the version changes only when the holder changes.
           const renewed = { ...current, expiresAt: event.at + event.ttlMs };
@@ -138,7 +153,7 @@ export const runtimeLeaseMachine = setup({
         }
         const version = context.version + 1;
         const holder: LeaseHolder = { sessionId: event.sessionId, leaseId: event.leaseId, version, grantedAt: event.at, expiresAt: event.at + event.ttlMs };
-        let sessions = withUntil(liveEntries(context, event.at), event.sessionId, () => null);
+        let sessions = withUntil(lapsed ?? liveEntries(context, event.at), event.sessionId, () => null);
         if (current) sessions = withUntil(sessions, current.sessionId, idleFrom(event.at));
         enqueue.assign({ holder, version, sessions });
         enqueue.emit({ type: 'lease.granted', holder, evicted: current });
@@ -147,6 +162,13 @@ export const runtimeLeaseMachine = setup({
     },
     'lease.renew': {
       actions: enqueueActions(({ context, event, enqueue }) => {
+        const lapsed = afterLapse(context, event.at);
+        if (lapsed) {
+          enqueue({ type: 'leaseEnded', params: { accountId: context.accountId, holder: context.holder!, reason: 'lapsed', version: context.version } });
+          enqueue.assign({ holder: null, sessions: lapsed });
+          enqueue.emit({ type: 'lease.not_held', holder: null });
+          return;
+        }
         const current = context.holder;
         if (current?.sessionId !== event.sessionId || current.leaseId !== event.leaseId) {
           enqueue.emit({ type: 'lease.not_held', holder: current });
@@ -170,10 +192,10 @@ export const runtimeLeaseMachine = setup({
       }),
     },
     'timer.due': {
-      guard: ({ context, event }) => event.name === 'expiry' && context.holder !== null && event.at >= context.holder.expiresAt,
+      guard: ({ context, event }) => event.name === 'expiry' && afterLapse(context, event.at) !== undefined,
       actions: enqueueActions(({ context, event, enqueue }) => {
         enqueue({ type: 'leaseEnded', params: { accountId: context.accountId, holder: context.holder!, reason: 'lapsed', version: context.version } });
-        enqueue.assign({ holder: null, sessions: withUntil(liveEntries(context, event.at), context.holder!.sessionId, idleFrom(event.at)) });
+        enqueue.assign({ holder: null, sessions: afterLapse(context, event.at)! });
       }),
     },
     'lease.open': {
