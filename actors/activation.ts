@@ -298,9 +298,16 @@ export class Activation implements CommitParticipant {
         this.#ctx.warn('machine action is not supported by the actor host', { actor: this.id, action: action.type });
       } else (effects ??= []).push(action);
     }
+    // Kind code (timers, endedAt, journalView) runs before anything of this activation changes: a fault in it refuses
+    // this event like a machine that throws. Thrown later, it would escape the reply's promise unsettled (drain would
+    // wait for it for ever) and leave a version that no write carries (the next write would be fenced).
     let timers: Readonly<Record<string, number>>;
+    let endedNext: number | null;
+    let endedBefore: number | null;
     try {
       timers = this.#timersOf(next);
+      endedNext = this.#endedAt(next);
+      endedBefore = this.#endedAt(current);
     } catch (error) {
       this.#refuse(request, new ActorEventRejectedError(this.id, error));
       return;
@@ -309,11 +316,18 @@ export class Activation implements CommitParticipant {
       effects === undefined &&
       this.#definition.ephemeral?.events.has(stamped.type) &&
       sameTimers(timers, this.#timersNow) &&
-      this.#endedAt(next) === this.#endedAt(current)
+      endedNext === endedBefore
     ) {
       this.#snapshot = next;
       request.reply = { version: this.#version, snapshot: next, emitted: emitted ?? NONE, changed: true };
       this.#awaitCommit(request);
+      return;
+    }
+    let journaled: unknown;
+    try {
+      journaled = this.#definition.journalView?.(stamped) ?? stamped;
+    } catch (error) {
+      this.#refuse(request, new ActorEventRejectedError(this.id, error));
       return;
     }
     const baseVersion = this.#version;
@@ -323,7 +337,7 @@ export class Activation implements CommitParticipant {
     // Every write that ends, undoes or follows an end stores the snapshot with it: retirement finds ended actors by the
     // snapshot row alone, and a write to the row (which retirement locks) orders this commit with a retirement under
     // way, so it can never leave a journal segment behind an actor retired beneath it.
-    const withSnapshot = this.#snapshotDue(timers) || this.#endedAt(next) !== null || this.#endedAt(current) !== null;
+    const withSnapshot = this.#snapshotDue(timers) || endedNext !== null || endedBefore !== null;
     if (withSnapshot) {
       // What the store will hold once this write commits (a failed commit stops the activation): the next write
       // compares its timers with these, not with an older committed snapshot's, so a change made while this one is
@@ -335,7 +349,7 @@ export class Activation implements CommitParticipant {
     this.#ctx.lanes.enqueue(
       this,
       baseVersion,
-      { version: this.#version, event: this.#definition.journalView?.(stamped) ?? stamped, at: now },
+      { version: this.#version, event: journaled, at: now },
       withSnapshot,
     );
     this.#armTimers(timers);

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { assign, setup } from 'xstate';
 import { defineActorKind } from '../../actors/actor-kind.js';
 import { systemClock } from '../../actors/clock.js';
-import { ActorCommitFailedError } from '../../actors/errors.js';
+import { ActorCommitFailedError, ActorEventRejectedError } from '../../actors/errors.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { hostFor, withActorStore } from '../support/host.js';
@@ -71,5 +71,55 @@ test('a kind\'s forget throwing while its batch is built fails that actor\'s wri
     process.off('unhandledRejection', onUnhandled);
   }
 });
+
+/** An endedAt with a bug on one state: the host reads it while it handles an event, not only while it builds a batch. */
+const endingKind = defineActorKind({
+  name: 'ending',
+  machine: moodMachine,
+  key: { pattern: /^[a-z0-9-]{1,64}$/, describe: 'lower-case name' },
+  endedAt: (snapshot) => {
+    if (snapshot.context.total === 13) throw new Error('endedAt cannot handle this state');
+    return null;
+  },
+});
+
+/** A journalView with a bug on one event. */
+const redactingKind = defineActorKind({
+  name: 'redacting',
+  machine: moodMachine,
+  key: { pattern: /^[a-z0-9-]{1,64}$/, describe: 'lower-case name' },
+  journalView: (event) => {
+    if ((event as { amount?: number }).amount === 13) throw new Error('journalView cannot handle this event');
+    return event;
+  },
+});
+
+for (const [what, kind] of [['endedAt', endingKind], ['journalView', redactingKind]] as const) {
+  test(`a kind's ${what} throwing while an event is handled refuses that event only: no version is lost, drain still ends`, async () => {
+    const host = hostFor(store, systemClock, [kind]);
+    const settle = <T>(p: Promise<T>) =>
+      Promise.race([
+        p.then(
+          () => 'resolved',
+          (e: unknown) => (e instanceof ActorEventRejectedError ? 'refused' : `rejected: ${String(e)}`),
+        ),
+        new Promise<string>((r) => setTimeout(() => r('pending'), 3_000).unref()),
+      ]);
+    assert.is((await host.send(kind.name, 'a', { type: 'add', amount: 0 })).version, 1);
+    const faulty = await settle(host.send(kind.name, 'a', { type: 'add', amount: 13 }));
+    const after = await settle(host.send(kind.name, 'a', { type: 'add', amount: 2 }));
+    // Queued while the actor loads: the faulty event must not take the events after it down with it.
+    const queued = await Promise.all([
+      settle(host.send(kind.name, 'b', { type: 'add', amount: 13 })),
+      settle(host.send(kind.name, 'b', { type: 'add', amount: 1 })),
+    ]);
+    const drained = await Promise.race([host.drain().then(() => 'drained'), new Promise<string>((r) => setTimeout(() => r('hung'), 3_000).unref())]);
+    assert.equal(
+      { faulty, after, queued, drained, a: (await store.load(kind.name, 'a'))?.version, b: (await store.load(kind.name, 'b'))?.version },
+      { faulty: 'refused', after: 'resolved', queued: ['refused', 'resolved'], drained: 'drained', a: 2, b: 1 },
+      'the faulty event is refused like a machine that throws; the events around it commit; nothing is left outstanding',
+    );
+  });
+}
 
 test.run();
