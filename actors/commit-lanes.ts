@@ -167,9 +167,27 @@ class CommitLane {
         else p.participant.committed(p.version);
       });
     } catch (error) {
-      this.#observer?.batchFailed(batch.length, error);
+      // A rejection may be a lost answer to a commit that applied (the connection broke after Postgres committed, the
+      // client's query timeout fired while the commit waited for its flush): failing those replies would tell their
+      // senders to send again events that are stored. The lane stays in flight while it asks, so no later write of
+      // these actors goes first; if the store cannot say, the writes count as failed, as before.
+      let landed: ReadonlySet<number> = new Set();
+      try {
+        landed = await this.#store.landed(entries);
+      } catch {
+        // Unreachable still: the commit's own error is the one reported.
+      }
+      if (landed.size === 0) this.#observer?.batchFailed(batch.length, error);
+      else {
+        let events = 0;
+        for (const [i, p] of batch.entries()) if (landed.has(i)) events += p.journal.length;
+        this.#observer?.batchCommitted(landed.size, events, performance.now() - started, snapshots);
+      }
       this.#inFlight = false;
-      for (const p of batch) p.participant.commitFailed(error);
+      batch.forEach((p, i) => {
+        if (landed.has(i)) p.participant.committed(p.version);
+        else p.participant.commitFailed(error);
+      });
     }
     if (this.#queued.size > 0) this.#schedule();
   }

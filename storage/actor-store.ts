@@ -11,9 +11,16 @@ export interface ActorStore {
    * Writes many actors' progress as one atomic statement. An entry applies only if the stored snapshot's epoch is not
    * newer than the entry's and the journal ends exactly at `baseVersion`; entries that fail that fence are left out
    * (with their journal and snapshot) and listed, by position, in `fenced`. The rest commit together or, on
-   * error, not at all (the promise rejects).
+   * error, not at all (the promise rejects), except that a rejection can also be a lost answer to a commit that
+   * applied (the connection broke after Postgres committed): `landed` tells which.
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
+  /**
+   * Positions in `entries` (a batch whose `commit` rejected) of the entries the store holds: their journal segment is
+   * stored at their first version, under their epoch and ending at their last version. An activation's segment is the
+   * only one that can match (an epoch is granted to one activation, and one that sent writes is never granted again).
+   */
+  landed(entries: readonly CommitEntry[]): Promise<ReadonlySet<number>>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
   /**
    * Replaces the durable timers stored with an actor's snapshot by those its state holds, when they differ although no

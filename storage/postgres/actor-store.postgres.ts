@@ -65,6 +65,14 @@ WITH checked AS (
 )
 SELECT n - 1 AS position FROM checked WHERE NOT ok`;
 
+/** Which entries of a batch whose answer was lost are stored: their segment, under their epoch, ending where theirs does. */
+const LANDED_BATCH = `
+SELECT i.n - 1 AS position
+  FROM ROWS FROM (json_to_recordset($1::json) AS (kind text, key text, first int8, last int8, epoch int8))
+       WITH ORDINALITY AS i(kind, key, first, last, epoch, n)
+ WHERE (SELECT j.epoch = i.epoch AND j.last_version = i.last FROM actor_journal j
+         WHERE j.kind = i.kind AND j.key = i.key AND j.version = i.first) IS TRUE`;
+
 /** An actor's snapshot row with the journal segments after it (`[version, events]`, oldest first), as `load` reads them. */
 interface LoadedRow {
   kind: string;
@@ -158,6 +166,17 @@ export class PostgresActorStore implements ActorStore {
     // functions are estimated alike whatever their argument), so a cached plan is the one a fresh one would be.
     const result = await this.#commits.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
     return { fenced: new Set(result.rows.map((r) => Number(r.position))) };
+  }
+
+  async landed(entries: readonly CommitEntry[]): Promise<ReadonlySet<number>> {
+    if (entries.length === 0) return new Set();
+    const input = entries.map((e) => ({ kind: e.kind, key: e.key, first: e.baseVersion + 1, last: e.baseVersion + e.journal.length, epoch: e.epoch }));
+    // On the commits' own pool, like the commit it asks about. A scalar subquery per entry: a primary-key probe each.
+    const result = await this.#commits.query<{ position: string }>({
+      text: LANDED_BATCH,
+      values: [JSON.stringify(input)],
+    });
+    return new Set(result.rows.map((r) => Number(r.position)));
   }
 
   async readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]> {

@@ -53,6 +53,7 @@ export function interceptCommits(
     dueActors: (before, limit, after) => inner.dueActors(before, limit, after),
     replaceTimers: (kind, key, epoch, snapshotVersion, timers) => inner.replaceTimers(kind, key, epoch, snapshotVersion, timers),
     ping: () => inner.ping(),
+    landed: (entries) => inner.landed(entries),
     commit: (entries) => commit(entries, (e) => inner.commit(e)),
   };
 }
