@@ -198,11 +198,15 @@ export class Activation implements CommitParticipant {
   /** Completes activation with what the store holds (or nothing) and the epoch ownership granted. */
   load(stored: StoredActor | undefined, epoch: number): void {
     if (this.#status !== 'loading') return;
+    let timersNow: Readonly<Record<string, number>>;
     try {
       const restored = restoreCommitted(this.#definition, this.key, stored);
       this.#scope = restored.scope;
       const snapshot = restored.snapshot;
       this.#snapshot = snapshot;
+      // Kind code reading the restored state: a state it cannot read does not restore (no retry mends it), which is
+      // not the storage outage the host would otherwise take the throw for.
+      timersNow = this.#timersOf(snapshot);
     } catch (error) {
       this.#fail(new ActorRestoreError(this.id, error), false, 'load_failed');
       return;
@@ -212,7 +216,7 @@ export class Activation implements CommitParticipant {
     this.#committedVersion = this.#version;
     this.#snapshotVersion = stored?.snapshotVersion ?? 0;
     this.#timersStored = stored?.timers ?? NO_TIMERS;
-    this.#timersNow = this.#timersOf(this.#snapshot);
+    this.#timersNow = timersNow;
     this.#status = 'live';
     if (stored && !sameTimers(this.#timersNow, this.#timersStored)) {
       // #timersStored stays as loaded, so this activation's next write stores a snapshot anyway if the repair fails.

@@ -3,7 +3,8 @@ import * as assert from 'uvu/assert';
 import { assign, setup } from 'xstate';
 import { defineActorKind } from '../../actors/actor-kind.js';
 import { systemClock } from '../../actors/clock.js';
-import { ActorCommitFailedError, ActorEventRejectedError } from '../../actors/errors.js';
+import { ActorCommitFailedError, ActorEventRejectedError, ActorRestoreError } from '../../actors/errors.js';
+import { rejects } from '../support/assert.js';
 import { counterKind } from '../fixtures/counter.kind.js';
 import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { hostFor, withActorStore } from '../support/host.js';
@@ -121,5 +122,27 @@ for (const [what, kind] of [['endedAt', endingKind], ['journalView', redactingKi
     );
   });
 }
+
+test("a kind's timers throwing on a stored state is that actor's restore failure, not a storage outage to retry for ever", async () => {
+  const writer = hostFor(store, systemClock, [defineActorKind({ name: 'timed', machine: moodMachine, key: moodKind.key })]);
+  await writer.send('timed', 'a', { type: 'add', amount: 13 });
+  await writer.drain();
+  // A later build whose timers() cannot read that state.
+  const timed = defineActorKind({
+    name: 'timed',
+    machine: moodMachine,
+    key: moodKind.key,
+    timers: (snapshot): Record<string, number> => {
+      if (snapshot.context.total === 13) throw new Error('timers cannot handle this state');
+      return {};
+    },
+  });
+  const host = hostFor(store, systemClock, [timed]);
+  await rejects(
+    () => host.send('timed', 'a', { type: 'add', amount: 1 }),
+    (e: unknown) => e instanceof ActorRestoreError && !e.retryable,
+  );
+  await host.drain();
+});
 
 test.run();
