@@ -60,17 +60,27 @@ export type ReplyOutcome = 'sent' | 'aborted';
 export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: AbortWatch): Promise<ReplyOutcome> {
   if (watch.aborted) return Promise.resolve('aborted');
   const body = typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body;
+  const bodiless = reply.head === true || reply.status === 204 || reply.status === 304;
+  // `Connection: close` (a 413 body refusal, a draining node) promises the client that the connection ends here (RFC
+  // 9112 9.6), so a refused upload stops. uWS does not read the headers we write: written as a header only, the
+  // connection stayed open and uWS went on receiving the refused body, without end for a chunked one. Only `end(body,
+  // true)` makes uWS close it, once the answer is out; it writes the header itself. A bodiless answer cannot be ended
+  // that way (uWS then writes a Content-Length of its own, wrong for HEAD, 204 and 304), so it promises nothing.
+  const closing = reply.headers.connection === 'close';
   let startOffset = 0;
   let finished = true;
   res.cork(() => {
     res.writeStatus(`${reply.status} ${statusTitle(reply.status)}`);
     for (const [name, value] of Object.entries(reply.headers)) {
+      if (closing && name === 'connection') continue;
       if (typeof value === 'string') res.writeHeader(name, value);
       else for (const each of value as readonly string[]) res.writeHeader(name, each);
     }
     if (reply.head) endHead(res, reply.status, body.byteLength);
     // RFC 9110 8.6: no Content-Length on a 204, and on a 304 only the 200's (none is simpler); tryEnd adds one.
-    else if (reply.status === 204 || reply.status === 304) res.endWithoutBody();
+    else if (bodiless) res.endWithoutBody();
+    // Closing answers are refusals with small bodies: held whole by uWS until written, then the connection closes.
+    else if (closing) res.end(body, true);
     else {
       // The offset counts body bytes written by this response; kept so the tail resumes at the right byte.
       startOffset = res.getWriteOffset();
