@@ -225,6 +225,7 @@ export class HttpGateway {
         // on another operation is a different request (422), as the spec's "changed request" says.
         { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
         async () => storable(route, await execute()),
+        (error) => log.warn({ err: error, operation: route.operationId }, 'applied result not recorded for its Idempotency-Key'),
       );
       return outcome.replayed ? replayed(outcome, requestId) : outcome;
     };

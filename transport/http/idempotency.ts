@@ -61,6 +61,8 @@ export async function runIdempotently(
   store: IdempotencyStore,
   claim: { scope: string; key: string; fingerprint: string },
   execute: () => Promise<StoredResult>,
+  /** Told when an applied result could not be recorded (the store failed after `execute`); for the log. */
+  onUnrecorded: (error: unknown) => void = () => {},
 ): Promise<IdempotentOutcome> {
   const { scope, key, fingerprint } = claim;
   const existing = await store.begin(scope, key, fingerprint);
@@ -87,7 +89,17 @@ export async function runIdempotently(
     await store.abandon(scope, key, existing.claim).catch(() => {});
     throw error;
   }
-  if (result.status >= 500) await store.abandon(scope, key, existing.claim);
-  else await store.complete(scope, key, existing.claim, result);
+  if (result.status >= 500) {
+    await store.abandon(scope, key, existing.claim);
+    return { ...result, replayed: false };
+  }
+  try {
+    await store.complete(scope, key, existing.claim, result);
+  } catch (error) {
+    // The operation is applied: answering the store's failure (a 503, which says "not applied, retry") would invite
+    // a second application once the claim lapses. The client gets its result; the claim stays pending, so a retry
+    // meanwhile is told 409, and only after the claim timeout can the key run again.
+    onUnrecorded(error);
+  }
   return { ...result, replayed: false };
 }
