@@ -37,6 +37,19 @@ Environment: OPS_TOKEN is sent as the bearer when set.`;
 
 class UsageError extends Error {}
 
+interface ErrorDetail {
+  readonly pointer: string;
+  readonly message: string;
+}
+
+/** An ApiError (`error`) or a Problem (`code`, `detail`, `errors`); a success body is neither. */
+interface ErrorBody {
+  readonly error?: { readonly code?: string; readonly message?: string; readonly details?: readonly ErrorDetail[] };
+  readonly code?: string;
+  readonly detail?: string;
+  readonly errors?: readonly ErrorDetail[];
+}
+
 async function main(argv: readonly string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: [...argv],
@@ -81,10 +94,14 @@ async function main(argv: readonly string[]): Promise<number> {
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
-    const payload = (await response.json()) as { error?: { code: string; message: string; details?: Array<{ pointer: string; message: string }> } };
+    const payload = (await response.json()) as ErrorBody;
     if (!response.ok) {
-      const details = payload.error?.details?.map((d) => `\n  ${d.pointer}: ${d.message}`).join('') ?? '';
-      throw new Error(`${payload.error?.code ?? response.status}: ${payload.error?.message ?? 'request failed'}${details}`);
+      // The spec's two error bodies: runtime, account-policy, fencing and coordination failures (a storage outage, a
+      // draining node) are flat Problems, the rest nested ApiErrors. Reading only the nested one printed
+      // "503: request failed" for the failures an operator most needs explained.
+      const refusal = payload.error ?? { code: payload.code, message: payload.detail, details: payload.errors };
+      const details = refusal.details?.map((d) => `\n  ${d.pointer}: ${d.message}`).join('') ?? '';
+      throw new Error(`${refusal.code ?? response.status}: ${refusal.message ?? 'request failed'}${details}`);
     }
     return payload;
   };
