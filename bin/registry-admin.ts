@@ -85,16 +85,32 @@ async function main(argv: readonly string[]): Promise<number> {
     return value;
   };
   const call = async (method: string, path: string, body?: unknown): Promise<unknown> => {
-    const response = await fetch(base + path, {
-      method,
-      headers: {
-        'x-operator-name': operator,
-        ...(process.env.OPS_TOKEN ? { authorization: `Bearer ${process.env.OPS_TOKEN}` } : {}),
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const payload = (await response.json()) as ErrorBody;
+    let response: Response;
+    try {
+      response = await fetch(base + path, {
+        method,
+        headers: {
+          'x-operator-name': operator,
+          ...(process.env.OPS_TOKEN ? { authorization: `Bearer ${process.env.OPS_TOKEN}` } : {}),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (error) {
+      // fetch says only "fetch failed"; why (refused, unknown host, reset) is in its cause.
+      const cause = (error as { cause?: unknown }).cause;
+      const why = cause instanceof Error ? cause.message : (error as Error).message;
+      throw new Error(`cannot reach the operator listener at ${base}: ${why}`);
+    }
+    const text = await response.text();
+    let payload: ErrorBody;
+    try {
+      payload = JSON.parse(text) as ErrorBody;
+    } catch {
+      // Not the operator listener (a proxy's error page, another service on the port): say what came back.
+      const type = response.headers.get('content-type') ?? 'no content type';
+      throw new Error(`${base} answered ${response.status} with ${type}, not the operator listener's JSON: ${text.slice(0, 200)}`);
+    }
     if (!response.ok) {
       // The spec's two error bodies: runtime, account-policy, fencing and coordination failures (a storage outage, a
       // draining node) are flat Problems, the rest nested ApiErrors. Reading only the nested one printed

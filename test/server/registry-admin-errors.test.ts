@@ -79,4 +79,31 @@ test('a Problem refusal (storage outage, 503) is printed with its code and detai
   }
 });
 
+test('an operator listener it cannot reach, or that answers something other than JSON: said so, with the address and why', async () => {
+  // A port nobody listens on: taken, then given back.
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
+  const port = (closed.address() as { port: number }).port;
+  await new Promise((resolve) => closed.close(resolve));
+  const refused = await runRegistryAdmin(`http://127.0.0.1:${port}`, 'test-operator', ['environment', 'list']);
+  assert.is(refused.code, 1);
+  assert.match(refused.stderr, new RegExp(`http://127\\.0\\.0\\.1:${port}`), refused.stderr);
+  assert.match(refused.stderr, /ECONNREFUSED/, refused.stderr);
+
+  // Something else on that port (a proxy's HTML error page, say).
+  const html = createServer((socket) => {
+    socket.on('data', () => socket.end('HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/html\r\ncontent-length: 21\r\nconnection: close\r\n\r\n<html>upstream</html>'));
+  });
+  await new Promise<void>((resolve) => html.listen(0, '127.0.0.1', () => resolve()));
+  try {
+    const other = await runRegistryAdmin(`http://127.0.0.1:${(html.address() as { port: number }).port}`, 'test-operator', ['environment', 'list']);
+    assert.is(other.code, 1);
+    assert.match(other.stderr, /502/, other.stderr);
+    assert.match(other.stderr, /text\/html/, other.stderr);
+    assert.not.match(other.stderr, /Unexpected token|is not valid JSON/, other.stderr);
+  } finally {
+    await new Promise((resolve) => html.close(resolve));
+  }
+});
+
 test.run();
