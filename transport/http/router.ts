@@ -53,6 +53,18 @@ export class Router {
       if (methods.has(route.method)) throw new Error(`duplicate route ${route.method.toUpperCase()} ${route.path}`);
       methods.set(route.method, { route, segments });
     }
+    // `match` takes the first shape that fits, and two may fit one path (`…/grants/introspect` and `…/grants/{grantId}`):
+    // the more specific one is meant, a literal segment before a parameter at the first place they differ. Kept in the
+    // route table's order, which one answered depended on the order in which the features listed their routes.
+    this.#parameterised.sort((a, b) => {
+      // Shapes of different lengths never fit the same path; ordered by length only so the order stays consistent.
+      if (a.parts.length !== b.parts.length) return a.parts.length - b.parts.length;
+      for (let i = 0; i < a.parts.length; i++) {
+        const aParam = a.parts[i] === '{}';
+        if (aParam !== (b.parts[i] === '{}')) return aParam ? 1 : -1;
+      }
+      return 0;
+    });
   }
 
   match(method: string, rawPath: string): RouteMatch {
