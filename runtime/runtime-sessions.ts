@@ -12,7 +12,7 @@ import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { coordinated } from './coordination.js';
 import type { EvictionQuota, EvictionTicket } from './eviction-quota.js';
-import { LeaseTurns } from './lease-turns.js';
+import { KeyedTurns } from './keyed-turns.js';
 import type { RuntimeActivity } from './runtime-activity.js';
 
 export interface RuntimeSessionState {
@@ -104,7 +104,8 @@ const sessionNotFound = (): HttpError =>
  */
 export class RuntimeSessions {
   readonly #o: RuntimeSessionsOptions;
-  readonly #turns = new LeaseTurns();
+  /** The persons' lease turns, by account id (see KeyedTurns). */
+  readonly #turns = new KeyedTurns();
 
   constructor(options: RuntimeSessionsOptions) {
     this.#o = options;

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Clock } from '../../actors/clock.js';
+import { KeyedTurns } from '../../runtime/keyed-turns.js';
 import type { Database } from '../../storage/database.js';
 import { HttpError, pointerToken, type ErrorDetail } from '../../transport/http/errors.js';
 import type { PluginRelease } from '../plugin-catalog.js';
@@ -50,6 +51,8 @@ export class PluginSettings {
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
   readonly #ownerOf: EnvironmentOwnerLookup;
+  /** A person's writers of one Plugin's settings take turns here before they take a connection (see `#locked`). */
+  readonly #writers = new KeyedTurns();
 
   constructor(db: Kysely<Database>, clock: Clock, ownerOf: EnvironmentOwnerLookup) {
     this.#db = db;
@@ -153,6 +156,10 @@ export class PluginSettings {
     // The lease turn is entered once the connection and the locks are held, and left after the commit: the fence holds
     // from its check to the commit, and an activation of the person waits only for this write's last statements, not
     // for its waits on the pool or the locks.
+    // One writer per person and Plugin holds a connection at a time (in this process): the others would only queue on
+    // the person's advisory lock, each holding a connection of the shared pool meanwhile, and a burst of one person's
+    // writes could take the whole pool from everyone, their own activation included.
+    const leaveWriters = await this.#writers.enter(`${release.pluginId} ${caller.accountId}`);
     let leaveTurn: (() => void) | undefined;
     try {
       return await this.#db.transaction().execute(async (trx) => {
@@ -171,6 +178,7 @@ export class PluginSettings {
       });
     } finally {
       leaveTurn?.();
+      leaveWriters();
     }
   }
 }

@@ -9,7 +9,8 @@ import { waitFor } from '../support/wait.js';
 import { advisoryLockWaiters, withSettingsLockHeld } from '../support/settings-locks.js';
 
 /**
- * Settings writes of one person that queue behind a lock must not hold the pool while the lease actor needs it: a
+ * Settings writes of one person that queue behind a lock hold at most one connection of the pool, so neither the
+ * person's lease actor nor anybody else's request waits for the pool behind them. Before that: a
  * write's fence is checked in the person's lease turn before its transaction takes a connection, so a lease renewal
  * (started by a fenced request's credential check once a third of the lease has passed) still commits, and the queued
  * writes settle as soon as the lock is free.
@@ -61,6 +62,31 @@ test('settings writes queued behind a lock while the lease renews settle promptl
   // One tag, four writes taking turns: the first wins, the others find the tag moved on.
   assert.equal(results.map((r) => r.status).sort(), [200, 412, 412, 412], JSON.stringify(results));
   assert.is((await a.fenced(MEDIA)).status, 200, 'the lease held');
+});
+
+test('a burst of one person\'s settings writes queued behind their lock leaves the pool to everyone else', async () => {
+  const a = await (await pete.runtime(world)).open();
+  const { etag } = (await jsonOf(await a.fenced(MEDIA))) as { etag: string };
+  const quinn = await runtimePerson(server, 'quinn');
+  const q = await (await quinn.runtime(world)).open();
+  const writes: Promise<Response>[] = [];
+  await withSettingsLockHeld(db, pete.accountId, async (release) => {
+    for (let i = 0; i < POOL + 2; i++) {
+      writes.push(a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.1 + i / 20 } }, headers: { 'if-match': etag } }));
+    }
+    await waitFor(async () => (await advisoryLockWaiters(db)) >= 1, 'the first write to wait on the account lock');
+    await new Promise((r) => setTimeout(r, 300));
+    // Pete's writes are all sent and his lock is still held: quinn's read needs a connection of the same pool.
+    const started = Date.now();
+    const read = await q.fenced(MEDIA);
+    const elapsed = Date.now() - started;
+    assert.is(read.status, 200, await read.text());
+    assert.ok(elapsed < 2_000, `quinn's read waited ${elapsed} ms behind pete's queued writes`);
+    await release();
+  });
+  const statuses = await Promise.all(writes.map(async (w) => (await w).status));
+  // One tag, the writes taking turns: the first wins, the others find the tag moved on.
+  assert.equal(statuses.sort(), [200, ...Array<number>(POOL + 1).fill(412)], JSON.stringify(statuses));
 });
 
 test.run();
