@@ -110,6 +110,9 @@ export interface RunningServer {
   stop(reason: string): Promise<void>;
 }
 
+/** Connections of actor loads (PostgresActorStore `loadPool`), beside the shared pool and the commit lanes' own. */
+const ACTOR_LOAD_CONNECTIONS = 4;
+
 const API_TAGS: Readonly<Record<string, string>> = {
   Status: 'Health and readiness of the registry service, and this description.',
   Catalog: 'Anonymous discovery: Plugin manifests and the protocol artifacts they pin.',
@@ -156,7 +159,15 @@ export async function startServer(
       onError: (err) => logger.warn({ err }, 'idle database connection failed'),
     });
     cleanups.push(() => commitStorage.close());
-    const store = new PostgresActorStore({ ...storage, commitPool: commitStorage.pool });
+    // And so do actor loads: a few at once is plenty (one statement each), and more activations queue for them.
+    const loadStorage = connectStorage({
+      connectionString: databaseUrl,
+      maxConnections: ACTOR_LOAD_CONNECTIONS,
+      applicationName: `registry-coordination/${config.nodeId}/loads`,
+      onError: (err) => logger.warn({ err }, 'idle database connection failed'),
+    });
+    cleanups.push(() => loadStorage.close());
+    const store = new PostgresActorStore({ ...storage, commitPool: commitStorage.pool, loadPool: loadStorage.pool });
     let host: ActorHost | undefined;
     const metrics = createServerMetrics({
       liveActors: () => {

@@ -85,29 +85,39 @@ interface LoadedRow {
   segments: Array<[number, Array<[number, unknown]>]> | null;
 }
 
+/** `load` as one statement: the snapshot row with the journal segments after it. */
+const LOAD_ACTOR = `
+SELECT s.kind, s.key, s.version, s.epoch, s.snapshot, s.timers, s.updated_at,
+       (SELECT json_agg(json_build_array(j.version, j.events) ORDER BY j.version)
+          FROM actor_journal j WHERE j.kind = s.kind AND j.key = s.key AND j.version > s.version) AS segments
+  FROM actor_snapshots s WHERE s.kind = $1 AND s.key = $2`;
+
 export class PostgresActorStore implements ActorStore {
   readonly #db: Kysely<Database>;
   readonly #commits: pg.Pool;
+  readonly #loads: pg.Pool;
 
   /**
    * `commitPool`: connections of the group commits alone (one per commit lane is enough: a lane has one batch in
    * flight). Every reply of every actor waits for a commit, and requests hold connections of the shared pool while
    * they wait for replies: commits taking from that pool could wait for connections held by their own waiters.
    */
-  constructor(connection: { db: Kysely<Database>; pool: pg.Pool; commitPool?: pg.Pool }) {
+  /**
+   * `loadPool`: connections of actor loads, for the same reason: a request holding a connection of the shared pool
+   * may wait for an actor that must first be loaded (a settings write checks its fence with the lease actor), and
+   * requests holding every connection so would wait on each other's loads.
+   */
+  constructor(connection: { db: Kysely<Database>; pool: pg.Pool; commitPool?: pg.Pool; loadPool?: pg.Pool }) {
     this.#db = connection.db;
     this.#commits = connection.commitPool ?? connection.pool;
+    this.#loads = connection.loadPool ?? connection.pool;
   }
 
   async load(kind: string, key: string): Promise<StoredActor | undefined> {
     // One statement, so the snapshot and the segments after it are read as of one moment: read apart, a commit storing
     // a newer snapshot in between, and journal retention then removing the segments it covers, would leave the
     // snapshot read first with a hole after it.
-    const { rows } = await sql<LoadedRow>`
-      SELECT s.kind, s.key, s.version, s.epoch, s.snapshot, s.timers, s.updated_at,
-             (SELECT json_agg(json_build_array(j.version, j.events) ORDER BY j.version)
-                FROM actor_journal j WHERE j.kind = s.kind AND j.key = s.key AND j.version > s.version) AS segments
-        FROM actor_snapshots s WHERE s.kind = ${kind} AND s.key = ${key}`.execute(this.#db);
+    const { rows } = await this.#loads.query<LoadedRow>({ name: 'actor_load', text: LOAD_ACTOR, values: [kind, key] });
     const row = rows[0];
     if (!row) return undefined;
     // A snapshot is always stored at the end of a segment (`commit` refuses otherwise), so the segments after it are
@@ -230,9 +240,9 @@ export class PostgresActorStore implements ActorStore {
     return rows.map((r) => ({ kind: r.kind, key: r.key, nextDueAt: (r.next_due_at ?? new Date(before)).getTime() }));
   }
 
-  /** Both ways to the store answer: the shared pool and the commits' own (a node whose commits all fail is not ready). */
+  /** Every way to the store answers: the shared pool, the commits' own and the loads' own (a node whose commits or loads all fail is not ready). */
   async ping(): Promise<void> {
-    await Promise.all([sql`SELECT 1`.execute(this.#db), this.#commits.query('SELECT 1')]);
+    await Promise.all([sql`SELECT 1`.execute(this.#db), this.#commits.query('SELECT 1'), this.#loads.query('SELECT 1')]);
   }
 }
 

@@ -8,9 +8,9 @@ import type { TestDatabase } from '../support/database.js';
 import { hostFor, withActorStore } from '../support/host.js';
 
 /**
- * Actor commits have connections of their own (the server gives the store a pool of one per commit lane): requests
- * that hold every connection of the shared pool while they wait for actor replies cannot keep those replies' commits
- * from running.
+ * Actor commits and loads have connections of their own (the server gives the store a pool of one per commit lane,
+ * and one for loads): requests that hold every connection of the shared pool while they wait for actor replies cannot
+ * keep those replies' commits, or the loads of the actors they wait for, from running.
  */
 let db: TestDatabase;
 withActorStore(test, (opened) => ({ db } = opened));
@@ -36,6 +36,37 @@ test('with every connection of the shared pool held, a live actor still commits 
   } finally {
     await shared.close();
     await commits.close();
+  }
+});
+
+test('with every connection of the shared pool held, an actor that must be loaded still loads through its own pool', async () => {
+  const shared: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 1 });
+  const commits: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 1 });
+  const loads: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 1 });
+  const store = new PostgresActorStore({ ...shared, commitPool: commits.pool, loadPool: loads.pool });
+  try {
+    const first = hostFor(store, systemClock, [counterKind]);
+    await first.send('counter', 'stored', { type: 'counter.add', amount: 5 });
+    await first.drain();
+    // A new host: the actor is in the store only, and its next event needs a load.
+    const host = hostFor(store, systemClock, [counterKind]);
+    const held = await shared.pool.connect();
+    try {
+      const reply = await Promise.race([
+        host.send('counter', 'stored', { type: 'counter.add', amount: 1 }),
+        new Promise<'stalled'>((resolve) => setTimeout(() => resolve('stalled'), 3_000).unref()),
+      ]);
+      assert.ok(reply !== 'stalled', 'the load waited for the shared pool');
+      assert.is(reply.version, 2);
+      assert.is((reply.snapshot.context as { total: number }).total, 6);
+    } finally {
+      held.release();
+    }
+    await host.drain();
+  } finally {
+    await shared.close();
+    await commits.close();
+    await loads.close();
   }
 });
 
