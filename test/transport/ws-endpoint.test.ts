@@ -313,7 +313,7 @@ test('authenticate throwing HttpError(401): the upgrade is refused with a proble
   assert.is(refused.body.requestId, refused.headers['x-request-id']);
 });
 
-test('a message that fails the inbound schema, or holds text Postgres cannot keep, gets a validation_failed error and the connection stays open', async () => {
+test('a message that fails the inbound schema, holds text Postgres cannot keep or a `__proto__` member, gets a validation_failed error and the connection stays open', async () => {
   const client = await openClient('/echo', [JSON_PROTOCOL]);
   client.ws.send(JSON.stringify({ type: 'echo', text: 42 }));
   const error = await nextMessage(client, 0);
@@ -333,8 +333,16 @@ test('a message that fails the inbound schema, or holds text Postgres cannot kee
     assert.is(refused.value.code, 'validation_failed');
     assert.equal(refused.value.details, [{ pointer, in: 'body', code: 'unstorable_text', message: 'contains U+0000 or an unpaired UTF-16 surrogate' }]);
   }
+  // A `__proto__` member (JSON.parse makes it an own member the schema never sees), plain or escaped, at any depth.
+  client.ws.send('{"type":"echo","text":"x","__proto__":{"admin":true}}');
+  client.ws.send('{"type":"echo","text":"x","extra":[{"\\u005f_proto__":1}]}');
+  for (const [index, pointer] of [[3, '/__proto__'], [4, '/extra/0/__proto__']] as const) {
+    const refused = await nextMessage(client, index);
+    assert.is(refused.value.code, 'validation_failed');
+    assert.equal((refused.value.details as Array<{ pointer: string }>).map((d) => d.pointer), [pointer]);
+  }
   client.ws.send(JSON.stringify({ type: 'echo', text: 'still here' }));
-  assert.is((await nextMessage(client, 3)).value.text, 'still here');
+  assert.is((await nextMessage(client, 5)).value.text, 'still here');
   assert.is(client.closed, undefined);
   client.ws.close(1000);
 });

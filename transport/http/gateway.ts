@@ -7,8 +7,9 @@ import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
-import { HttpError, pointerToken, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
+import { maySpellProto, protoMemberAt } from '../proto-member.js';
 import { watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
 import { FixedJson, type AnyRoute } from './route.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -479,9 +480,7 @@ function parseBody(route: AnyRoute, headers: Readonly<Record<string, string>>, b
   } catch (error) {
     throw new HttpError(400, 'malformed_json', `the request body is not valid JSON: ${(error as Error).message}`);
   }
-  // JSON.parse makes `__proto__` an own member, which schema validation then never sees (zod skips it): refused here,
-  // or a member the client sent would be silently dropped. Only a body that can spell it (plainly or escaped) is walked.
-  const proto = text.includes('__proto__') || text.includes('\\u') ? protoMemberAt(json) : undefined;
+  const proto = maySpellProto(text) ? protoMemberAt(json) : undefined;
   if (proto !== undefined) {
     throw new HttpError(400, 'validation_failed', 'the request body did not validate', {
       details: [{ pointer: proto, in: 'body', code: 'unrecognized', message: '`__proto__` is not a member name any request takes' }],
@@ -496,21 +495,6 @@ function refuseProtoName(name: string, part: ErrorDetail['in']): void {
   throw new HttpError(400, 'validation_failed', `the ${part === 'body' ? 'request body' : `${part} parameters`} did not validate`, {
     details: [{ pointer: '/__proto__', in: part, code: 'unrecognized', message: '`__proto__` is not a parameter any request takes' }],
   });
-}
-
-/** The JSON Pointer of the first own `__proto__` member in `value` (its own stack: bodies may nest deep). */
-function protoMemberAt(value: unknown): string | undefined {
-  const pending: Array<readonly [unknown, string]> = [[value, '']];
-  for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
-    const [node, pointer] = item;
-    if (Array.isArray(node)) {
-      for (let i = node.length - 1; i >= 0; i--) pending.push([node[i], `${pointer}/${i}`]);
-    } else if (typeof node === 'object' && node !== null) {
-      if (Object.hasOwn(node, '__proto__')) return `${pointer}/__proto__`;
-      for (const [name, child] of Object.entries(node)) pending.push([child, `${pointer}/${pointerToken(name)}`]);
-    }
-  }
-  return undefined;
 }
 
 const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;\s*charset=utf-8\s*)?$/i;

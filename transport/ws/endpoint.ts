@@ -38,7 +38,8 @@
  * In-band error messages: `{ type: 'error', code, message, requestId, details? }` unless the endpoint renders its own;
  * `requestId` is minted for the error and logged with it (the spec: every error has a stable code and a request id)
  *   validation_failed  the decoded message failed the `inbound` schema, or holds text Postgres cannot keep (U+0000,
- *                      an unpaired surrogate: detail code `unstorable_text`); `details` point into it (JSON Pointers).
+ *                      an unpaired surrogate: detail code `unstorable_text`), or a `__proto__` member (which the
+ *                      schema would never see); `details` point into it (JSON Pointers).
  *                      The connection stays open: one bad message is a client bug to report, not a session to drop.
  *   <HttpError code>   onMessage threw an HttpError: its code and message are meant for the client.
  *   internal_error     onMessage threw or rejected with anything else: logged with its stack, no detail leaks, and
@@ -59,6 +60,7 @@ import type * as z from 'zod';
 import { HttpError, pointerToken, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
+import { maySpellProto, protoMemberAt } from '../proto-member.js';
 import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
 import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
 import { CloseCode, EndpointConnection, type SocketData, type WsConnection, type WsError } from './connection.js';
@@ -297,6 +299,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     const unstorable = unstorableTextAt(decoded);
     if (unstorable !== undefined) {
       refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [unstorableTextDetail(unstorable, 'body')] }, { level: 'info', msg: 'message refused' });
+      return;
+    }
+    // JSON.parse makes `__proto__` an own member that the schema never sees (msgpack's decoder refuses the key itself).
+    const proto = !codec.binary && maySpellProto(Buffer.from(payload)) ? protoMemberAt(decoded) : undefined;
+    if (proto !== undefined) {
+      const detail = { pointer: proto, in: 'body' as const, code: 'unrecognized', message: '`__proto__` is not a member name any message takes' };
+      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [detail] }, { level: 'info', msg: 'message refused' });
       return;
     }
     const parsed = endpoint.inbound.safeParse(decoded);
