@@ -187,28 +187,44 @@ function logSkipped(settings: ResolvedSettings, logger: Logger): void {
   logger.info({ pluginId: settings.pluginId, schemaVersion: settings.schemaVersion, skipped: settings.skipped.map((l) => `${l.layer}/${l.setting}`) }, 'persisted settings leaves fail the installed schema');
 }
 
-/** One entity tag of an `If-Match` list (RFC 9110 8.8.3): optional `W/`, then a quoted opaque string. */
-const ENTITY_TAG = /\s*(W\/)?("[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)/y;
+/**
+ * One element of an `If-Match` list (RFC 9110 8.8.3, 5.6.1): optional `W/`, then a quoted opaque string, then the
+ * comma that ends it or the end of the header. Empty elements before it (`, ,`) are skipped by the loop below.
+ */
+const ENTITY_TAG = /[\t ]*(W\/)?("[\x21\x23-\x7e\x80-\xff]*")[\t ]*(?:,|$)/y;
+/** Empty list elements: commas with optional whitespace around them. */
+const EMPTY_ELEMENTS = /[\t ]*(?:,[\t ]*)*/y;
 
 /**
  * The strong tags of `If-Match`. A weak tag never matches (If-Match compares strongly), and `*` would let a write
- * overwrite whatever is there, which is what the tag exists to prevent.
+ * overwrite whatever is there, which is what the tag exists to prevent. Empty list elements are ignored, as RFC 9110
+ * 5.6.1.2 requires of every recipient of a list header (they are what merging header lines or joining tags with a
+ * stray comma leaves); a header with no element at all is as malformed as one with a bad element.
  */
 function expectedTags(headers: Readonly<Record<string, string>>): string[] {
   const header = headers['if-match']?.trim() ?? '';
   if (header === '' || header === '*') {
     throw new HttpError(428, 'if_match_required', 'send If-Match with the settings tag (the ETag of the last read or write)');
   }
+  const invalid = (): HttpError =>
+    new HttpError(400, 'if_match_invalid', 'If-Match must be a list of quoted entity tags', {
+      details: [{ pointer: '/If-Match', in: 'header', code: 'invalid', message: 'not a list of quoted entity tags' }],
+    });
   const tags: string[] = [];
-  ENTITY_TAG.lastIndex = 0;
-  while (ENTITY_TAG.lastIndex < header.length) {
+  let elements = 0;
+  let at = 0;
+  for (;;) {
+    EMPTY_ELEMENTS.lastIndex = at;
+    EMPTY_ELEMENTS.exec(header);
+    at = EMPTY_ELEMENTS.lastIndex;
+    if (at >= header.length) break;
+    ENTITY_TAG.lastIndex = at;
     const match = ENTITY_TAG.exec(header);
-    if (!match) {
-      throw new HttpError(400, 'if_match_invalid', 'If-Match must be a list of quoted entity tags', {
-        details: [{ pointer: '/If-Match', in: 'header', code: 'invalid', message: 'not a list of quoted entity tags' }],
-      });
-    }
+    if (!match) throw invalid();
+    at = ENTITY_TAG.lastIndex;
+    elements++;
     if (!match[1]) tags.push(match[2]!);
   }
+  if (elements === 0) throw invalid();
   return tags;
 }
