@@ -8,7 +8,7 @@ import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { activeFencedGrantBody, activeFencedGrantFields, GrantScope, RequestedGrantScopes } from './fenced-grant.schema.js';
+import { activeFencedGrantBody, activeFencedGrantFields, GRANT_ISSUE_RATE, GRANT_ISSUE_RATE_TEXT, GrantScope, RequestedGrantScopes } from './fenced-grant.schema.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
 const ContextValue = z.union([z.string().max(256), z.number(), z.boolean()]);
@@ -78,9 +78,11 @@ export function environmentBackendRoutes(deps: { grants: BackendGrants; sessions
       description:
         `Active sessions only (lease-fenced). Lives ${BACKEND_GRANT_TTL_S / 60} minutes and is bound to the one endpoint ` +
         'the Environment declared. Scopes outside the declaration: 422 `scope_not_declared`; an Environment without a ' +
-        'declared backend: 409 `environment_backend_not_declared`.',
+        'declared backend: 409 `environment_backend_not_declared`.' +
+        GRANT_ISSUE_RATE_TEXT,
       credential: 'runtimeActive',
       cors: true,
+      rateLimit: GRANT_ISSUE_RATE,
       body: BackendGrantRequest,
       maxBodyBytes: 8 * 1024,
       responses: { 201: { description: 'Issued.', schema: BackendGrantResponse } },

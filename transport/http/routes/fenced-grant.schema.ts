@@ -4,6 +4,16 @@ import { GRANT_SCOPE, type LiveFencedGrant } from '../../../runtime/grant-fence.
 /** One grant scope, as every fenced grant (Environment Backend, Plugin) and every declaration of them spells it. */
 export const GrantScope = z.string().regex(GRANT_SCOPE);
 
+/**
+ * How many fenced grants of one kind a person may have issued: every grant is a row until it is swept a day after it
+ * expired, so a page issuing in a loop would grow the store without end. Far above a page's need (a grant lives
+ * minutes and serves every call to its endpoint meanwhile).
+ */
+export const GRANT_ISSUE_RATE = { perMinute: 120, burst: 60, by: 'subject' } as const;
+export const GRANT_ISSUE_RATE_TEXT =
+  ` At most ${GRANT_ISSUE_RATE.perMinute} a minute per person (bursts of ${GRANT_ISSUE_RATE.burst}): more answer 429 ` +
+  '`rate_limited` with `Retry-After`.';
+
 /** The scopes a Runtime asks a fenced grant for: 1–16, each once. Each route says which scopes it means. */
 export const RequestedGrantScopes = z
   .array(GrantScope)

@@ -7,7 +7,7 @@ import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
-import { activeFencedGrantBody, activeFencedGrantFields, RequestedGrantScopes } from './fenced-grant.schema.js';
+import { activeFencedGrantBody, activeFencedGrantFields, GRANT_ISSUE_RATE, GRANT_ISSUE_RATE_TEXT, RequestedGrantScopes } from './fenced-grant.schema.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
 const PluginGrantRequest = apiSchema(
@@ -64,9 +64,11 @@ export function pluginGrantRoutes(deps: { grants: PluginGrants; sessions: Runtim
         `\`${PLUGIN_GRANT_PERMISSION}\`. Lives ${PLUGIN_GRANT_TTL_S / 60} minutes; supersession, release, lapse of the lease and ` +
         'browser logout end it at once (every use checks its fence). Not installed: 404 `plugin_not_installed`; permission not ' +
         'requested: 403 `plugin_permission_not_requested`; unknown component, scope or context: 422 `plugin_component_unknown`, ' +
-        '`scope_not_declared`, `grant_context_invalid` with pointers.',
+        '`scope_not_declared`, `grant_context_invalid` with pointers.' +
+        GRANT_ISSUE_RATE_TEXT,
       credential: 'runtimeActive',
       cors: true,
+      rateLimit: GRANT_ISSUE_RATE,
       params: PluginParams,
       body: PluginGrantRequest,
       maxBodyBytes: 4 * 1024,
