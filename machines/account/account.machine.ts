@@ -129,7 +129,11 @@ export const accountMachine = setup({
             }),
           },
           {
-            guard: ({ context, event }) => context.enrolments[event.enrolmentId] !== undefined,
+            // Past its deadline it has expired, whatever the proof, even before its timer is delivered.
+            guard: ({ context, event }) => {
+              const pending = context.enrolments[event.enrolmentId];
+              return pending !== undefined && event.at < pending.expiresAt;
+            },
             actions: emit(refused('enrolment_proof_invalid')),
           },
           { actions: emit(refused('enrolment_not_found')) },

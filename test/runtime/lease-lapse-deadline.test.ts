@@ -1,31 +1,16 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ManualClock, type Clock, type TimerHandle } from '../../actors/clock.js';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { assertProblem } from '../support/identity.js';
+import { LaggingClock } from '../support/lagging-clock.js';
 import { runtimePerson, sessionState, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * A lease lapses at its deadline, not when its timer is delivered: a passivated lease actor's timer is found by a poll
- * and an outage delays it longer. This clock is what the test is about: it moves time (`lag`) without delivering the
- * timers that fall due, which holds the window between the deadline and the delivery open.
+ * and an outage delays it longer. The lagging clock (what the test is about) holds that window open.
  */
-class LaggingClock implements Clock {
-  readonly inner = new ManualClock(Date.now());
-  lag = 0;
-  now(): number {
-    return this.inner.now() + this.lag;
-  }
-  setTimeout(fn: () => void, ms: number): TimerHandle {
-    return this.inner.setTimeout(fn, ms);
-  }
-  clearTimeout(handle: TimerHandle): void {
-    this.inner.clearTimeout(handle);
-  }
-}
-
 const LEASE_TTL_MS = 30_000;
 const clock = new LaggingClock();
 let server: TestServer;
