@@ -53,9 +53,19 @@ export const accountHandleMachine = setup({
     },
     reserved: {
       on: {
-        'handle.reserve': {
-          actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: false })),
-        },
+        'handle.reserve': [
+          {
+            // Past its deadline the reservation has lapsed, even before its timer is delivered: the handle is free.
+            guard: ({ context, event }) => event.at >= context.reservedUntil!,
+            target: 'reserved',
+            reenter: true,
+            actions: [
+              assign(({ event }) => ({ accountId: event.accountId, reservedUntil: event.expiresAt })),
+              emit(({ event }) => ({ type: 'handle.reserved', accountId: event.accountId })),
+            ],
+          },
+          { actions: emit(({ context }) => ({ type: 'handle.taken', accountId: context.accountId!, bound: false })) },
+        ],
         'handle.bind': [
           {
             guard: ({ context, event }) => context.accountId === event.accountId,

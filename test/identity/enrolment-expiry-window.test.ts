@@ -26,4 +26,15 @@ test('completing a first enrolment past its deadline, before its timer: 404 enro
   await assertProblem(await complete('A'.repeat(started.nonce!.length)), 404, 'enrolment_not_found');
 });
 
+test('a handle whose reservation lapsed, before its timer: another person\'s enrolment may take it', async () => {
+  const first = await DeviceClient.generate('first');
+  first.now = () => clock.now();
+  await startEnrolment(server.url, 'contested', first);
+  // Well past the reservation (the enrolment's lifetime plus the margin the registry keeps for its completion).
+  clock.lag += 3 * 60 * 60_000;
+  const second = await DeviceClient.generate('second');
+  second.now = () => clock.now();
+  await startEnrolment(server.url, 'contested', second);
+});
+
 test.run();
