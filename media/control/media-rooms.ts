@@ -290,7 +290,11 @@ export class MediaRooms implements MediaRoomsPort {
         }
         live.joining.add(conn.id);
         try {
-          return await this.#admit(live, conn, rtpCapabilities);
+          const admitted = await this.#admit(live, conn, rtpCapabilities);
+          // In the call now, whatever gave its place back while the join was on its way (the removal, at the end of an
+          // earlier grace, of the membership this join replaces): the place is held again.
+          if (target.kind === 'call') this.#holdCallPlace(grant.environmentId, conn.user.memberId, conn.user.roomKey);
+          return admitted;
         } catch (error) {
           const forgotten = this.#forgetUnused(live, conn.id);
           if (forgotten && !retired && error instanceof MediaRequestError && error.code === 'room_not_open') {
@@ -339,6 +343,14 @@ export class MediaRooms implements MediaRoomsPort {
     calls.add(roomKey);
     this.#calls.set(person, calls);
     return true;
+  }
+
+  /** Records the person's place in the call `roomKey` is, without the limit: for a member the room has just admitted. */
+  #holdCallPlace(environmentId: string, memberId: string, roomKey: string): void {
+    const person = `${environmentId} ${memberId}`;
+    const calls = this.#calls.get(person) ?? new Set<string>();
+    calls.add(roomKey);
+    this.#calls.set(person, calls);
   }
 
   #giveBackCallPlace(roomKey: string, memberId: string): void {
@@ -542,7 +554,6 @@ export class MediaRooms implements MediaRoomsPort {
 
   /** Closes media that lost its right to flow and shows everyone the new view. */
   #applyChanges(live: LiveRoom, changes: readonly RoomChange[], context: MediaRoomContext | undefined): void {
-    this.#leftCalls(live.key, changes);
     for (const change of changes) {
       if (change.kind === 'seat.freed') this.#closeProducers(live, change.memberId, 'microphone');
       else if (change.kind === 'screen.stopped') this.#closeProducers(live, change.memberId, 'screen');
@@ -556,8 +567,13 @@ export class MediaRooms implements MediaRoomsPort {
           );
         }
       } else if (change.kind === 'member.left') {
-        live.media.removePeer(change.memberId);
         const conn = live.members.get(change.memberId);
+        // The removal names the connection the member was lost with. A deadline's change is applied only after the
+        // room is read again, and the member may have joined again meanwhile (a fresh member, on a new connection):
+        // that membership, its connection, its media and its call place are not the ones that ended.
+        if ((conn && conn.id !== change.connectionId) || context?.members.some((m) => m.memberId === change.memberId)) continue;
+        this.#giveBackCallPlace(live.key, change.memberId);
+        live.media.removePeer(change.memberId);
         live.members.delete(change.memberId);
         live.rtpCapabilities.delete(change.memberId);
         if (conn && change.reason !== 'left') {
