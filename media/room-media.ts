@@ -331,7 +331,15 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     const source = this.#sources.get(producerId);
     if (!source) throw new MediaError('producer_not_found', `room ${this.roomId} has no producer ${producerId}`);
     const capabilities = clientRtpCapabilities(rtpCapabilities, this.encryption);
-    const localId = await router.producerId(this.#main(), producerId);
+    let localId: string;
+    try {
+      localId = await router.producerId(this.#main(), producerId);
+    } catch (error) {
+      // The producer closed while it was piped to this router (mediasoup's NotFoundError): a listener consuming what
+      // was just announced as it ends, as on the main router, not a failure of the room.
+      if (!this.#sources.has(producerId)) throw new MediaError('producer_not_found', `producer ${producerId} closed`);
+      throw error;
+    }
     if (!this.#sources.has(producerId)) throw new MediaError('producer_not_found', `producer ${producerId} closed`);
     if (!router.router.canConsume({ producerId: localId, rtpCapabilities: capabilities })) {
       throw new MediaError('cannot_consume', `peer ${peerId} cannot receive producer ${producerId} with its capabilities`);
