@@ -368,7 +368,16 @@ export class MediaRooms implements MediaRoomsPort {
   /** The join itself, once the room is live here; the connection is vouched for while it runs (see `joining`). */
   async #admit(live: LiveRoom, conn: MediaConnection, rtpCapabilities: types.RtpCapabilities): Promise<Record<string, unknown>> {
     const { memberId } = conn.user;
-    const { answer: reply, context } = await this.#send(live, this.#joinRequest(conn));
+    const joined = await this.#send(live, this.#joinRequest(conn));
+    const reply = joined.answer;
+    let context = joined.context;
+    if (reply.request === 'member.join' && reply.seat !== null && !conn.user.grant.scopes.includes(REQUEST_SPEAK_SCOPE)) {
+      // Resumed with the seat it kept, on a grant without media:request-speak (connecting again is how a grant is
+      // narrowed): a seat is only taken under that scope, so the member gives it up before this connection can publish,
+      // rather than speak and keep a speaker out under a grant that could never have taken it. A request of its own,
+      // not a change of the join's rule, so joins already journaled replay as they were decided.
+      ({ context } = await this.#send(live, { type: 'floor.release', memberId }));
+    }
     if (conn.closed) {
       // The socket closed while the room admitted it, so `disconnected` found nothing to drop. If a newer connection
       // of the person joined meanwhile, this late join took the member from it: it joins again. Otherwise the member
