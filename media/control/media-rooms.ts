@@ -368,6 +368,11 @@ export class MediaRooms implements MediaRoomsPort {
   /** The join itself, once the room is live here; the connection is vouched for while it runs (see `joining`). */
   async #admit(live: LiveRoom, conn: MediaConnection, rtpCapabilities: types.RtpCapabilities): Promise<Record<string, unknown>> {
     const { memberId } = conn.user;
+    // Read before the room admits the member: while a dead worker's replacement starts there are none (the main router
+    // is gone: media_unavailable), and a join refused after the room admitted it would leave the member in the room
+    // (connected, maybe seated, its requests served) while telling it that it is not. A rebuilt main router has the
+    // same codecs, so these stay the room's.
+    const routerRtpCapabilities = live.media.rtpCapabilities;
     const joined = await this.#send(live, this.#joinRequest(conn));
     const reply = joined.answer;
     let context = joined.context;
@@ -396,7 +401,7 @@ export class MediaRooms implements MediaRoomsPort {
     live.rtpCapabilities.set(memberId, rtpCapabilities);
     const view = mediaRoomView(context);
     return {
-      routerRtpCapabilities: live.media.rtpCapabilities,
+      routerRtpCapabilities,
       self: view?.members.find((m) => m.memberId === memberId) ?? null,
       room: view,
       producers: [...live.producers].filter(([, p]) => p.memberId !== memberId).map(([producerId, p]) => ({ producerId, ...p })),
