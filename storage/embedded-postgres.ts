@@ -74,11 +74,20 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const postmaster = await postmasterPidOf(pgdata);
   const urlFor = (database: string): string =>
     `postgres://${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
+  // The package's own exit hooks are removed above, and Postgres does not notice its parent ending: a process that
+  // ends without stop() (process.exit on a second signal, an uncaught exception) would leave this Postgres running
+  // with nobody to use or stop it. Asking it for a fast shutdown is all an 'exit' listener may do (synchronous),
+  // and all it needs: Postgres finishes that on its own. Only kill -9 still leaves it, for the next start to stop.
+  const stopOnExit = (): void => {
+    if (postmaster !== undefined && processAlive(postmaster)) process.kill(postmaster, 'SIGINT');
+  };
+  process.on('exit', stopOnExit);
   let stopped: Promise<void> | undefined;
   return {
     connectionString: urlFor('postgres'),
     urlFor,
-    stop: () => (stopped ??= stopPostmaster(() => instance.stop(), postmaster, pgdata)),
+    stop: () =>
+      (stopped ??= stopPostmaster(() => instance.stop(), postmaster, pgdata).finally(() => process.off('exit', stopOnExit))),
   };
 }
 
