@@ -5,7 +5,7 @@ import { mediaControlAsyncApiText, mediaFeature } from '../media/media.feature.j
 import { mediaCatalogFeature } from '../plugins/media/media-catalog.feature.js';
 import { pluginsFeature } from '../plugins/plugins.feature.js';
 import { runtimeFeature } from '../runtime/runtime.feature.js';
-import { combineParts, startServer, type ServerParts } from './server.js';
+import { combineParts, startServer, type RunningServer, type ServerParts } from './server.js';
 
 /**
  * Starts the server with the given feature parts, and turns SIGTERM/SIGINT into a drain: stop accepting, finish
@@ -23,21 +23,13 @@ export async function runServer(parts: ServerParts): Promise<void> {
     throw error;
   }
   const logger = createLogger(config.logLevel, { node: config.nodeId });
-  let server;
-  try {
-    server = await startServer(config, parts, { logger });
-  } catch (error) {
-    logger.fatal({ err: error }, 'server did not start');
-    process.exit(1);
-  }
-  let signalled = false;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (signalled) {
-      logger.warn({ signal }, 'second signal: exiting without draining');
-      process.exit(1);
-    }
-    signalled = true;
-    server.stop(signal).then(
+  // The handlers are installed before the start, not once it is done: a signal's default action would otherwise end
+  // the process mid-start (a deploy stopping a server that is still migrating), leaving its embedded Postgres running
+  // with no server. A signal during the start lets the start finish and then drains as usual.
+  let server: RunningServer | undefined;
+  let stopWith: NodeJS.Signals | undefined;
+  const stop = (signal: NodeJS.Signals, running: RunningServer): void => {
+    running.stop(signal).then(
       () => process.exit(0),
       (error: unknown) => {
         logger.fatal({ err: error }, 'shutdown failed');
@@ -45,8 +37,24 @@ export async function runServer(parts: ServerParts): Promise<void> {
       },
     );
   };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopWith !== undefined) {
+      logger.warn({ signal }, 'second signal: exiting without draining');
+      process.exit(1);
+    }
+    stopWith = signal;
+    if (server) stop(signal, server);
+    else logger.info({ signal }, 'signal during the start: stopping once started');
+  };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  try {
+    server = await startServer(config, parts, { logger });
+  } catch (error) {
+    logger.fatal({ err: error }, 'server did not start');
+    process.exit(1);
+  }
+  if (stopWith !== undefined) stop(stopWith, server);
 }
 
 /** Every feature of the product, in the order their routes appear in the API description. */
