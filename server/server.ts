@@ -22,7 +22,7 @@ import { RateLimiter } from '../transport/http/rate-limit.js';
 import { FixedJson, type AnyRoute } from '../transport/http/route.js';
 import { statusRoutes } from '../transport/http/routes/status.routes.js';
 import { operatorVerifier, opsRoutes } from '../transport/ops/ops.routes.js';
-import { closeApp, uws, type TemplatedApp, type us_listen_socket } from '../transport/uws.js';
+import { closeApp, listenExclusive, uws, type TemplatedApp, type us_listen_socket } from '../transport/uws.js';
 import { mountWebSocketEndpoint, type MountedWebSocketEndpoint, type WebSocketEndpoint } from '../transport/ws/endpoint.js';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './logger.js';
@@ -342,7 +342,7 @@ async function startEmbedded(config: Config, logger: Logger): Promise<{ postgres
 
 function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
   return new Promise((resolve, reject) => {
-    app.listen(host, port, (socket) => {
+    listenExclusive(app, host, port, (socket) => {
       if (socket) resolve(socket);
       else reject(new Error(`cannot listen on ${host}:${port} (in use or not permitted)`));
     });

@@ -33,3 +33,19 @@ export function closeApp(app: UWS.TemplatedApp): void {
   const close = (app as UWS.TemplatedApp & { close?: () => void }).close;
   if (typeof close === 'function') close.call(app);
 }
+
+/** uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT (the typings' ListenOptions enum exists in the types only). */
+const LISTEN_EXCLUSIVE_PORT = 1;
+
+type ListenCallback = (socket: UWS.us_listen_socket | false) => void;
+
+/**
+ * Listens on `host:port` alone. Without the exclusive option uSockets sets SO_REUSEPORT, and Linux then lets another
+ * process bind the very same address and port and shares the connections between the two: a second server started on
+ * a port in use came up without a word and took part of the first one's traffic. The native binding takes the options
+ * between port and callback; the typings declare that form only without a host.
+ */
+export function listenExclusive(app: UWS.TemplatedApp, host: string, port: number, callback: ListenCallback): void {
+  const listen = app.listen as unknown as (host: string, port: number, options: number, callback: ListenCallback) => UWS.TemplatedApp;
+  listen.call(app, host, port, LISTEN_EXCLUSIVE_PORT, callback);
+}
