@@ -2,8 +2,20 @@ import { hostname } from 'node:os';
 import * as z from 'zod';
 import { REPLAY_GUARD_PER_DEVICE } from '../identity/device-assertion.js';
 
-const port = z.coerce.number().int().min(0).max(65535);
-const positive = z.coerce.number().int().positive();
+/**
+ * A whole number written in decimal digits (blanks around it allowed), checked by `schema`. Not z.coerce: Number()
+ * reads an empty or blank value as 0 (an env file's `PORT=` line listened on a random port, `…_RETENTION_DAYS=`
+ * switched retention off) and reads 0x1F90 or 8e3 as numbers nobody wrote; each of these is refused instead.
+ */
+const decimal = (schema: z.ZodNumber) =>
+  z.preprocess((value, ctx) => {
+    if (typeof value !== 'string') return value;
+    if (/^\s*\d+\s*$/.test(value)) return Number(value);
+    ctx.addIssue({ code: 'custom', message: `expected a whole number in decimal digits, got ${JSON.stringify(value)}` });
+    return z.NEVER;
+  }, schema);
+const port = decimal(z.number().int().min(0).max(65535));
+const positive = (min = 1, max = Number.MAX_SAFE_INTEGER) => decimal(z.number().int().min(min).max(max));
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
 /**
@@ -19,30 +31,30 @@ const EnvSchema = z.object({
   OPS_TOKEN: z.string().min(16).optional(),
   DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: z.string().min(1).optional(),
-  DATABASE_POOL_SIZE: positive.default(16),
+  DATABASE_POOL_SIZE: positive().default(16),
   REDIS_URL: z.string().min(1).optional(),
   NODE_ID: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  MAX_BODY_BYTES: positive.default(1024 * 1024),
-  ACTOR_PASSIVATE_AFTER_MS: positive.default(5 * 60_000),
-  ACTOR_TIMER_POLL_MS: positive.default(1_000),
-  COMMIT_LANES: positive.max(16).default(2),
-  COMMIT_MAX_BATCH: positive.default(4_000),
-  IDEMPOTENCY_RETENTION_SECONDS: positive.default(24 * 3600),
-  ACTOR_JOURNAL_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
-  ACTOR_ENDED_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
-  SHUTDOWN_TIMEOUT_MS: positive.default(25_000),
-  RUNTIME_LEASE_TTL_SECONDS: positive.min(10).max(3600).default(90),
-  RUNTIME_EVICTIONS_PER_MINUTE: positive.max(1000).default(10),
-  DEVICE_ASSERTIONS_PER_DEVICE: positive.min(10).max(1_000_000).default(REPLAY_GUARD_PER_DEVICE),
-  RUNTIME_SESSIONS_PER_ENVIRONMENT: positive.min(2).max(1000).default(32),
-  RUNTIME_SESSION_IDLE_SECONDS: positive.min(60).max(7 * 24 * 3600).default(1800),
-  RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive.default(12_000),
-  MEDIA_WORKERS: positive.max(256).optional(),
+  MAX_BODY_BYTES: positive().default(1024 * 1024),
+  ACTOR_PASSIVATE_AFTER_MS: positive().default(5 * 60_000),
+  ACTOR_TIMER_POLL_MS: positive().default(1_000),
+  COMMIT_LANES: positive(1, 16).default(2),
+  COMMIT_MAX_BATCH: positive().default(4_000),
+  IDEMPOTENCY_RETENTION_SECONDS: positive().default(24 * 3600),
+  ACTOR_JOURNAL_RETENTION_DAYS: decimal(z.number().int().min(0).max(36_500)).default(30),
+  ACTOR_ENDED_RETENTION_DAYS: decimal(z.number().int().min(0).max(36_500)).default(30),
+  SHUTDOWN_TIMEOUT_MS: positive().default(25_000),
+  RUNTIME_LEASE_TTL_SECONDS: positive(10, 3600).default(90),
+  RUNTIME_EVICTIONS_PER_MINUTE: positive(1, 1000).default(10),
+  DEVICE_ASSERTIONS_PER_DEVICE: positive(10, 1_000_000).default(REPLAY_GUARD_PER_DEVICE),
+  RUNTIME_SESSIONS_PER_ENVIRONMENT: positive(2, 1000).default(32),
+  RUNTIME_SESSION_IDLE_SECONDS: positive(60, 7 * 24 * 3600).default(1800),
+  RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive().default(12_000),
+  MEDIA_WORKERS: positive(1, 256).optional(),
   MEDIA_LISTEN_IP: z.string().min(1).default('127.0.0.1'),
   MEDIA_ANNOUNCED_ADDRESS: z.string().min(1).optional(),
-  MEDIA_CONSUMERS_PER_ROUTER: positive.max(100_000).default(500),
-  MEDIA_HOSTING_TTL_SECONDS: positive.min(3).max(3_600).default(60),
+  MEDIA_CONSUMERS_PER_ROUTER: positive(1, 100_000).default(500),
+  MEDIA_HOSTING_TTL_SECONDS: positive(3, 3_600).default(60),
 });
 
 export interface Config {
