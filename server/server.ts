@@ -324,6 +324,8 @@ async function startEmbedded(config: Config, logger: Logger): Promise<{ postgres
   const pgLog = logger.child({ component: 'embedded-postgres' });
   const postgres = await startEmbeddedPostgres({
     directory: path.join(config.dataDir, 'postgres'),
+    // Ctrl-C or a group kill must not stop Postgres under the drain; the server stops it itself on every way out.
+    ownProcessGroup: true,
     onLog: (line) => {
       if (line) pgLog.debug({ line }, 'postgres');
     },

