@@ -107,6 +107,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   };
 }
 
+const READY_LINE = 'database system is ready to accept connections';
 const POSTGRES_FLAGS: readonly string[] = ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'];
 
 /**
@@ -136,10 +137,14 @@ async function spawnPostmaster(options: {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   await new Promise<void>((resolve, reject) => {
+    // Lines can arrive split across chunks: the end of the previous chunk is searched together with the next one.
+    let tail = '';
     const onOutput = (chunk: Buffer): void => {
       const message = chunk.toString('utf8');
       options.log(message.trim());
-      if (message.includes('database system is ready to accept connections')) resolve();
+      const seen = tail + message;
+      if (seen.includes(READY_LINE)) resolve();
+      tail = seen.slice(-READY_LINE.length);
     };
     child.stdout!.on('data', onOutput);
     child.stderr!.on('data', onOutput);
