@@ -53,12 +53,19 @@ interface AssertionPayload {
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** One compact JWS part: unpadded base64url, nothing else (Buffer's decoder would skip any other character). */
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * Whether `part` is unpadded base64url of some bytes: its alphabet, and not 4k+1 characters long (RFC 4648 4: a last
+ * quantum of one character encodes no byte). Buffer's decoder drops such an odd character where jose (atob) refused
+ * the part, so a part the signature covers would be read as other text than it spells.
+ */
+const isBase64url = (part: string): boolean => part.length % 4 !== 1 && BASE64URL.test(part);
 /** An ES256 signature: r ‖ s, 32 bytes each (RFC 7518 3.4), 86 base64url characters. */
 const ES256_SIGNATURE_LENGTH = 86;
 
 /** Decodes a JSON object from one base64url part; throws on anything else. */
 function jsonObjectPart(part: string): Record<string, unknown> {
-  if (!BASE64URL.test(part)) throw new TypeError('not base64url');
+  if (!isBase64url(part)) throw new TypeError('not base64url');
   const parsed: unknown = JSON.parse(utf8.decode(Buffer.from(part, 'base64url')));
   // A signed `null`, number or array is still not a header or an assertion: refused, never read as one.
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new TypeError('not a JSON object');
