@@ -128,7 +128,7 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const commitSeconds = registry.histogram('registry_commit_duration_seconds', 'Group commit duration.', LATENCY_BUCKETS);
   const commitFailures = registry.counter('registry_commit_failures_total', 'Group commits that failed.');
   const socketsOpen = registry.gauge('registry_websockets_open', 'Open WebSocket connections, by endpoint.');
-  const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code.');
+  const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code (client_other: a code of the client\'s own, 3000–4999).');
   const sweepRuns = registry.counter(
     'registry_sweep_runs_total',
     'Sweep runs, by sweep and outcome: done (nothing due left; for the actor journal, a cycle over every actor ended), ' +
@@ -169,9 +169,11 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
     },
     sockets: {
       opened: (endpoint: string) => socketsOpen.inc({ endpoint }, 1),
-      closed(endpoint: string, code: number): void {
+      closed(endpoint: string, code: number, byServer: boolean): void {
         socketsOpen.inc({ endpoint }, -1);
-        socketsClosed.inc({ endpoint, code: String(code) });
+        // A client may close with any of 4,000 codes: counted apart only when the server chose the code or it is one of
+        // the protocol's own (1000–1015), so a client cannot mint a series per code.
+        socketsClosed.inc({ endpoint, code: byServer || code <= 1015 ? String(code) : 'client_other' });
       },
     },
   };

@@ -24,6 +24,23 @@ let server: TestServer;
 
 withTestServer(test, (started) => ({ server } = started), { sockets: (_services, mount) => mount(echo) });
 
+test('close codes of the client\'s own are counted as one series, the protocol\'s and the server\'s by code', async () => {
+  const open = async (): Promise<WebSocket> => {
+    const client = new WebSocket(`${server.url.replace('http', 'ws')}/v1/test/echo-socket`, ['registry.v1.json']);
+    await new Promise<void>((resolve, reject) => {
+      client.once('open', () => resolve());
+      client.once('error', reject);
+    });
+    return client;
+  };
+  for (const code of [4001, 4002, 4999, 1000]) (await open()).close(code);
+  const counted = await waitFor(() => {
+    const text = server.services.metrics.render();
+    return /registry_websockets_closed_total\{code="client_other",endpoint="test-echo"\} 3/.test(text) && /code="1000",endpoint="test-echo"\} 1/.test(text) ? text : undefined;
+  }, 'the closes to be counted');
+  assert.not.match(counted, /code="400[12]"/);
+});
+
 test('a mounted endpoint serves, is counted as an open socket, and is closed with 1001 on shutdown', async () => {
   const client = new WebSocket(`${server.url.replace('http', 'ws')}/v1/test/echo-socket`, ['registry.v1.json']);
   await new Promise<void>((resolve, reject) => {

@@ -148,7 +148,8 @@ export function defineWebSocketEndpoint<TUser, TIn, TOut>(
 
 export interface WebSocketObserver {
   opened(name: string): void;
-  closed(name: string, code: number): void;
+  /** `byServer`: the server closed it (a code of its own choosing); otherwise the client or the network did. */
+  closed(name: string, code: number, byServer: boolean): void;
 }
 
 export interface WebSocketDeps {
@@ -363,6 +364,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     },
     close(ws: WebSocket<SocketData<TUser, TOut>>, wireCode: number, message: ArrayBuffer) {
       const conn = ws.getUserData().connection;
+      const byServer = conn.closed;
       conn.detach();
       open.delete(conn);
       const reason = Buffer.from(message).toString('utf8');
@@ -376,7 +378,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         // fixed upstream in C++ by #1929, not in the npm build we run): the client sees 1006 and must reconnect.
         conn.logger.warn('uWS closed the socket right after its upgrade (uNetworking/uWebSockets#1928); the client must reconnect');
       }
-      deps.observer?.closed(endpoint.name, code);
+      deps.observer?.closed(endpoint.name, code, byServer);
       conn.logger.debug({ code, reason }, 'connection closed');
       runHandler(
         () => endpoint.onClose?.(conn, code, reason),
