@@ -94,6 +94,7 @@ SELECT s.kind, s.key, s.version, s.epoch, s.snapshot, s.timers, s.updated_at,
 
 export class PostgresActorStore implements ActorStore {
   readonly #db: Kysely<Database>;
+  readonly #pool: pg.Pool;
   readonly #commits: pg.Pool;
   readonly #loads: pg.Pool;
 
@@ -109,6 +110,7 @@ export class PostgresActorStore implements ActorStore {
    */
   constructor(connection: { db: Kysely<Database>; pool: pg.Pool; commitPool?: pg.Pool; loadPool?: pg.Pool }) {
     this.#db = connection.db;
+    this.#pool = connection.pool;
     this.#commits = connection.commitPool ?? connection.pool;
     this.#loads = connection.loadPool ?? connection.pool;
   }
@@ -240,10 +242,20 @@ export class PostgresActorStore implements ActorStore {
     return rows.map((r) => ({ kind: r.kind, key: r.key, nextDueAt: (r.next_due_at ?? new Date(before)).getTime() }));
   }
 
-  /** Every way to the store answers: the shared pool, the commits' own and the loads' own (a node whose commits or loads all fail is not ready). */
+  /**
+   * Every way to the store answers: the shared pool, the commits' own and the loads' own (a node whose commits or loads
+   * all fail is not ready). A pool whose every connection is at work is taken as answering rather than queued behind
+   * that work (a burst of activations would otherwise read as an outage): its statements' own timeout fails them,
+   * and the pool with them, if the store stopped answering.
+   */
   async ping(): Promise<void> {
-    await Promise.all([sql`SELECT 1`.execute(this.#db), this.#commits.query('SELECT 1'), this.#loads.query('SELECT 1')]);
+    await Promise.all([...new Set([this.#pool, this.#commits, this.#loads])].map(pingUnlessBusy));
   }
+}
+
+async function pingUnlessBusy(pool: pg.Pool): Promise<void> {
+  if (pool.totalCount > 0 && pool.idleCount === 0) return;
+  await pool.query('SELECT 1');
 }
 
 function earliest(timers: Readonly<Record<string, number>>): string | null {

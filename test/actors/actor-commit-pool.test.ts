@@ -70,4 +70,28 @@ test('with every connection of the shared pool held, an actor that must be loade
   }
 });
 
+test('a pool whose every connection is at work answers the readiness ping at once instead of queueing it behind the work', async () => {
+  const shared: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 1 });
+  const commits: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 1 });
+  const loads: StorageConnection = connectStorage({ connectionString: db.url, maxConnections: 1 });
+  const store = new PostgresActorStore({ ...shared, commitPool: commits.pool, loadPool: loads.pool });
+  try {
+    await store.ping();
+    const held = await Promise.all([shared.pool.connect(), commits.pool.connect(), loads.pool.connect()]);
+    try {
+      const answer = await Promise.race([
+        store.ping().then(() => 'ready' as const),
+        new Promise<'queued'>((resolve) => setTimeout(() => resolve('queued'), 2_000).unref()),
+      ]);
+      assert.is(answer, 'ready');
+    } finally {
+      for (const client of held) client.release();
+    }
+  } finally {
+    await shared.close();
+    await commits.close();
+    await loads.close();
+  }
+});
+
 test.run();
