@@ -39,6 +39,12 @@ export type EnvironmentOwnerLookup = (environmentId: string) => Promise<string |
  * exclusive lock per (Plugin, account). Every writer takes them in that order and holds at most one of each, so no
  * two writers wait on each other in a cycle.
  */
+/**
+ * A person's settings writes of one Plugin under way at once (one at work, the rest waiting their turn): a page has
+ * no use for more (one tag, so one of them wins), and each waiting one is a request held open. More answer 429.
+ */
+export const MAX_QUEUED_WRITERS = 8;
+
 const ENVIRONMENT_LOCK = 0x5e77_0001;
 const ACCOUNT_LOCK = 0x5e77_0002;
 
@@ -53,6 +59,8 @@ export class PluginSettings {
   readonly #ownerOf: EnvironmentOwnerLookup;
   /** A person's writers of one Plugin's settings take turns here before they take a connection (see `#locked`). */
   readonly #writers = new KeyedTurns();
+  /** Writers of each (Plugin, person) in their turn or waiting for it: at most MAX_QUEUED_WRITERS. */
+  readonly #queued = new Map<string, number>();
 
   constructor(db: Kysely<Database>, clock: Clock, ownerOf: EnvironmentOwnerLookup) {
     this.#db = db;
@@ -153,15 +161,25 @@ export class PluginSettings {
     expectedTags: readonly string[],
     change: (trx: Transaction<Database>, leaves: readonly StoredLeaf[], current: ResolvedSettings) => Promise<T>,
   ): Promise<T> {
-    // The lease turn is entered once the connection and the locks are held, and left after the commit: the fence holds
-    // from its check to the commit, and an activation of the person waits only for this write's last statements, not
-    // for its waits on the pool or the locks.
     // One writer per person and Plugin holds a connection at a time (in this process): the others would only queue on
     // the person's advisory lock, each holding a connection of the shared pool meanwhile, and a burst of one person's
     // writes could take the whole pool from everyone, their own activation included.
-    const leaveWriters = await this.#writers.enter(`${release.pluginId} ${caller.accountId}`);
+    const key = `${release.pluginId} ${caller.accountId}`;
+    const queued = this.#queued.get(key) ?? 0;
+    if (queued >= MAX_QUEUED_WRITERS) {
+      throw new HttpError(429, 'rate_limited', `${MAX_QUEUED_WRITERS} settings writes of this person are already under way; retry once they are done`, {
+        family: 'account_policy',
+        headers: { 'retry-after': '1' },
+      });
+    }
+    this.#queued.set(key, queued + 1);
+    let leaveWriters: (() => void) | undefined;
+    // The lease turn is entered once the connection and the locks are held, and left after the commit: the fence holds
+    // from its check to the commit, and an activation of the person waits only for this write's last statements, not
+    // for its waits on the pool or the locks.
     let leaveTurn: (() => void) | undefined;
     try {
+      leaveWriters = await this.#writers.enter(key);
       return await this.#db.transaction().execute(async (trx) => {
         const environmentLock = layer === 'environment' ? sql`pg_advisory_xact_lock` : sql`pg_advisory_xact_lock_shared`;
         await sql`SELECT ${environmentLock}(${ENVIRONMENT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.environmentId}`}))`.execute(trx);
@@ -178,7 +196,10 @@ export class PluginSettings {
       });
     } finally {
       leaveTurn?.();
-      leaveWriters();
+      leaveWriters?.();
+      const left = (this.#queued.get(key) ?? 1) - 1;
+      if (left === 0) this.#queued.delete(key);
+      else this.#queued.set(key, left);
     }
   }
 }

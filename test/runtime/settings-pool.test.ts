@@ -4,6 +4,7 @@ import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { installPlugin, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
+import { MAX_QUEUED_WRITERS } from '../../plugins/settings/plugin-settings.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 import { advisoryLockWaiters, withSettingsLockHeld } from '../support/settings-locks.js';
@@ -71,8 +72,10 @@ test('a burst of one person\'s settings writes queued behind their lock leaves t
   const q = await (await quinn.runtime(world)).open();
   const writes: Promise<Response>[] = [];
   await withSettingsLockHeld(db, pete.accountId, async (release) => {
+    // Values no earlier test left current (the first test's are 0.1–0.4): a write of the current value keeps the tag,
+    // and a second writer holding it would then succeed too.
     for (let i = 0; i < POOL + 2; i++) {
-      writes.push(a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: 0.1 + i / 20 } }, headers: { 'if-match': etag } }));
+      writes.push(a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: (10 + i) / 20 } }, headers: { 'if-match': etag } }));
     }
     await waitFor(async () => (await advisoryLockWaiters(db)) >= 1, 'the first write to wait on the account lock');
     await new Promise((r) => setTimeout(r, 300));
@@ -87,6 +90,32 @@ test('a burst of one person\'s settings writes queued behind their lock leaves t
   const statuses = await Promise.all(writes.map(async (w) => (await w).status));
   // One tag, the writes taking turns: the first wins, the others find the tag moved on.
   assert.equal(statuses.sort(), [200, ...Array<number>(POOL + 1).fill(412)], JSON.stringify(statuses));
+});
+
+test('past a handful of writes under way, a person\'s next settings write is refused 429 at once', async () => {
+  const a = await (await pete.runtime(world)).open();
+  const { etag } = (await jsonOf(await a.fenced(MEDIA))) as { etag: string };
+  const writes: Promise<{ status: number; code?: string }>[] = [];
+  await withSettingsLockHeld(db, pete.accountId, async (release) => {
+    // 0–0.45: none is the value the test before left current (0.5–0.75).
+    for (let i = 0; i < MAX_QUEUED_WRITERS + 2; i++) {
+      writes.push(
+        a.fenced(MEDIA, { method: 'PUT', body: { layer: 'user', settings: { volume: i / 20 } }, headers: { 'if-match': etag } }).then(async (res) => ({
+          status: res.status,
+          code: ((await res.json()) as { code?: string }).code,
+        })),
+      );
+    }
+    // The two over the limit (whichever arrived last) are answered while the others still wait on the lock.
+    const settled: Array<{ status: number; code?: string }> = [];
+    for (const w of writes) void w.then((result) => settled.push(result));
+    await waitFor(async () => (settled.length >= 2 ? true : undefined), 'two writes to be refused while the lock is held');
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(settled.map((w) => [w.status, w.code]), [[429, 'rate_limited'], [429, 'rate_limited']]);
+    await release();
+  });
+  const statuses = (await Promise.all(writes)).map((w) => w.status).sort();
+  assert.equal(statuses, [200, ...Array<number>(MAX_QUEUED_WRITERS - 1).fill(412), 429, 429], JSON.stringify(statuses));
 });
 
 test.run();

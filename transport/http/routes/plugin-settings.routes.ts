@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import * as z from 'zod';
 import { PLUGIN_ID, type PluginRelease } from '../../../plugins/plugin-catalog.js';
 import type { PluginInstallations } from '../../../plugins/plugin-installations.js';
-import type { PluginSettings, SettingsCaller } from '../../../plugins/settings/plugin-settings.js';
+import { MAX_QUEUED_WRITERS, type PluginSettings, type SettingsCaller } from '../../../plugins/settings/plugin-settings.js';
 import type { ResolvedSettings } from '../../../plugins/settings/settings-layers.js';
 import { SETTINGS_LAYERS, WRITABLE_LAYERS } from '../../../plugins/settings/settings-schema.js';
 import { coordinated } from '../../../runtime/coordination.js';
@@ -85,7 +85,8 @@ const WRITE_RULES =
   '(a `session` setting such as Media\'s `inputDeviceId` is never stored), `setting_scope_not_allowed` (e.g. Media\'s ' +
   '`volume` at `environment`) or `setting_value_invalid`, the code of the first refusal in that order, and every ' +
   'refused setting by JSON Pointer in `errors`. Persistent `user` and `user_environment` writes need an account; ' +
-  'every Runtime caller has one (the registry issues no guest Runtime credential).';
+  'every Runtime caller has one (the registry issues no guest Runtime credential). At most ' + String(MAX_QUEUED_WRITERS) + ' ' +
+  'writes of one person to one Plugin\'s settings are under way at once (they take turns); more answer `429 rate_limited`.';
 
 /** The Runtime plane's Plugin settings: resolve, set leaves of a layer, clear a layer. */
 export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute[] {
