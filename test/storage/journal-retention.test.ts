@@ -1,4 +1,4 @@
-import { sql, type KyselyPlugin } from 'kysely';
+import { sql } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { ActorHost } from '../../actors/actor-host.js';
@@ -117,18 +117,26 @@ test('a load racing a commit and a retention pass reads one consistent state', a
   let reached!: () => void;
   const atGate = new Promise<void>((resolve) => (reached = resolve));
   let held = false;
-  const hold: KyselyPlugin = {
-    transformQuery: (args) => args.node,
-    transformResult: async (args) => {
-      if (!held) {
-        held = true;
-        reached();
-        await gate;
+  // Loads go through the store's load pool: this one answers the first query, then holds that answer at the gate.
+  const pool = db.connection.pool;
+  const holdingPool = new Proxy(pool, {
+    get(target, property) {
+      if (property === 'query') {
+        return async (...args: Parameters<typeof pool.query>) => {
+          const result: unknown = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+          if (!held) {
+            held = true;
+            reached();
+            await gate;
+          }
+          return result;
+        };
       }
-      return args.result;
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
-  };
-  const inspector = hostFor(new PostgresActorStore({ db: db.connection.db.withPlugin(hold), pool: db.connection.pool }), clock, [kind]);
+  });
+  const inspector = hostFor(new PostgresActorStore({ db: db.connection.db, pool, loadPool: holdingPool }), clock, [kind]);
   const viewing = inspector.readCommitted('counter', 'raced');
   await atGate;
   await host.send('counter', 'raced', add(5)); // commits 5 with a snapshot that covers 2..4
