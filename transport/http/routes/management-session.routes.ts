@@ -143,9 +143,10 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       description:
         'Ends every console and page session of this browser (named by its `__Host-registry_browser` cookie) and the ' +
         'Environment grants authorized through it, and clears the cookies. CLI and desktop management sessions are ' +
-        'separate credentials and stay. Needs `X-CSRF-Token`: a forged logout is a nuisance we refuse too.',
+        'separate credentials and stay. The console cookie is all it needs: the spec asks for CSRF only on the ' +
+        'operations that say so, and this one does not (the cookie is SameSite=Strict, so a cross-site form cannot ' +
+        'send it).',
       credential: 'developerSession',
-      csrf: true,
       responses: { 200: { description: 'Signed out in this browser.', schema: OkResponse } },
       handler: async ({ principal }) => {
         const caller = principalAs(principal, 'managementBearer', 'developerSession');
