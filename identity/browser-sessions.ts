@@ -61,12 +61,35 @@ export class BrowserSessions {
     this.#epochOf = epochOf;
   }
 
-  /** The browser id a request carries, or a fresh one with the cookie that plants it. */
-  browserOf(headers: Readonly<Record<string, string>>): { browserId: string; setCookie?: string } {
+  /**
+   * The browser id a request carries (or a fresh one), with the cookie that plants or renews it. Renewed by every
+   * session made in the browser: planted once, it lapsed 400 days on however much the browser was in use, and the
+   * browser's next session was named afresh, out of reach of a logout made through the sessions it already held.
+   */
+  browserOf(headers: Readonly<Record<string, string>>): { browserId: string; setCookie: string } {
     const existing = readCookie(headers, BROWSER_COOKIE);
-    if (existing && BROWSER_ID.test(existing)) return { browserId: existing };
-    const browserId = newId('brw');
+    const browserId = existing && BROWSER_ID.test(existing) ? existing : newId('brw');
     return { browserId, setCookie: setCookie(BROWSER_COOKIE, browserId, { maxAgeSeconds: BROWSER_COOKIE_MAX_AGE_S, sameSite: 'Lax' }) };
+  }
+
+  /**
+   * Every browser id a logout request names: the browser of its console session, the one its browser cookie names and
+   * the browser of the page session it carries. They differ when sessions were made by requests that carried no
+   * browser cookie (a browser's first page and console sessions made at once each name the browser afresh): the
+   * browser holds sessions of each, and its logout must end them all. Sorted, so concurrent logouts take them in one
+   * order.
+   */
+  async browsersOfLogout(headers: Readonly<Record<string, string>>, consoleBrowserId: string): Promise<string[]> {
+    const ids = new Set([consoleBrowserId]);
+    const named = readCookie(headers, BROWSER_COOKIE);
+    if (named && BROWSER_ID.test(named)) ids.add(named);
+    const page = readCookie(headers, PAGE_COOKIE);
+    if (page !== undefined && page.length <= 128) {
+      // Ended or not: whatever the page session authorized in this browser (Environment grants) may still be live.
+      const row = await this.#db.selectFrom('browser_sessions').select('browser_id').where('secret_hash', '=', hashToken(page)).where('kind', '=', 'page').executeTakeFirst();
+      if (row) ids.add(row.browser_id);
+    }
+    return [...ids].sort();
   }
 
   async create(

@@ -67,12 +67,12 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       summary: 'Turn the device key into a browser session for registry pages',
       description:
         'Sets the HttpOnly cookie `__Host-registry_page` (Secure, SameSite=Lax, 12 hours), and `__Host-registry_browser` ' +
-        'naming the browser when it has none: browser SSO logout ends every session of that browser. The session ends ' +
+        'naming the browser (planted, or renewed for 400 days): browser SSO logout ends every session of that browser. The session ends ' +
         'early when the account epoch rises.',
       responses: {
         204: {
           description: 'The page session cookie is set.',
-          headers: { 'Set-Cookie': { description: 'The page session (and, once per browser, the browser cookie).', schema: z.string() } },
+          headers: { 'Set-Cookie': { description: 'The page session, and the browser cookie (planted or renewed).', schema: z.string() } },
         },
       },
       handler: async ({ principal, headers }) => {
@@ -80,7 +80,7 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
         const browser = deps.sessions.browserOf(headers);
         // The epoch the device was seen active in, not a fresh read: a removal committing meanwhile ends this session.
         const { cookie } = await deps.sessions.create('page', { browserId: browser.browserId, accountId: caller.accountId, accountEpoch: caller.accountEpoch, deviceId: caller.deviceId });
-        return { status: 204, body: undefined, headers: { 'set-cookie': browser.setCookie ? [cookie, browser.setCookie] : [cookie] } };
+        return { status: 204, body: undefined, headers: { 'set-cookie': [cookie, browser.setCookie] } };
       },
     }),
     defineRoute({

@@ -94,7 +94,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         200: {
           description: 'The console session cookie is set.',
           schema: ConsoleAuthResponse,
-          headers: { 'Set-Cookie': { description: 'The console session (and, once per browser, the browser cookie).', schema: z.string() } },
+          headers: { 'Set-Cookie': { description: 'The console session, and the browser cookie (planted or renewed).', schema: z.string() } },
         },
       },
       handler: async ({ principal, headers }) => {
@@ -113,7 +113,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         return {
           status: 200,
           body: { account: await summary(caller.accountId), csrfToken: deps.sessions.csrfToken(session.id), expiresAt: iso(session.expiresAt) },
-          headers: { 'set-cookie': browser.setCookie ? [cookie, browser.setCookie] : [cookie] },
+          headers: { 'set-cookie': [cookie, browser.setCookie] },
         };
       },
     }),
@@ -141,16 +141,20 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       path: '/v1/auth/logout',
       summary: 'Browser SSO logout',
       description:
-        'Ends every console and page session of this browser (named by its `__Host-registry_browser` cookie) and the ' +
+        'Ends every console and page session of this browser (named by its `__Host-registry_browser` cookie, and by the ' +
+        'console and page sessions it sends) and the ' +
         'Environment grants authorized through it, and clears the cookies. CLI and desktop management sessions are ' +
         'separate credentials and stay. The console cookie is all it needs: the spec asks for CSRF only on the ' +
         'operations that say so, and this one does not (the cookie is SameSite=Strict, so a cross-site form cannot ' +
         'send it).',
       credential: 'developerSession',
       responses: { 200: { description: 'Signed out in this browser.', schema: OkResponse } },
-      handler: async ({ principal }) => {
+      handler: async ({ principal, headers }) => {
         const caller = principalAs(principal, 'managementBearer', 'developerSession');
-        await deps.sessions.logoutBrowser(caller.browserId!, 'browser_logout');
+        // One after another, each browser's sessions and grants ending atomically (see logoutBrowser).
+        for (const browserId of await deps.sessions.browsersOfLogout(headers, caller.browserId!)) {
+          await deps.sessions.logoutBrowser(browserId, 'browser_logout');
+        }
         return { status: 200, body: { ok: true as const }, headers: { 'set-cookie': [clearCookie(CONSOLE_COOKIE), clearCookie(PAGE_COOKIE)] } };
       },
     }),
