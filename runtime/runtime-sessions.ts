@@ -405,6 +405,17 @@ export class RuntimeSessions {
     }
   };
 
+  /**
+   * How a session ended, when its actor is in memory with its end committed: `released` or `revoked`; undefined while
+   * it has not ended, or when it is not in memory to say so. For a socket whose session lost the lease with nobody
+   * taking it: an ended session is told its end (4410, 4401), not a lapse (4412), which would send the page to activate
+   * again.
+   */
+  committedEnd(sessionId: string): 'released' | 'revoked' | undefined {
+    const value = this.#o.host.peekCommitted(RUNTIME_SESSION_KIND, sessionId)?.value;
+    return value === 'released' || value === 'revoked' ? value : undefined;
+  }
+
   /** The current lease holder of a person, from the lease actor. */
   async leaseHolder(accountId: string): Promise<LeaseHolder | null> {
     return (this.committedLeaseHolder(accountId) ?? this.#unlapsed(await this.#leaseContext(accountId))).holder;

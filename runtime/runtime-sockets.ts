@@ -135,7 +135,8 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   const holdsLease = (conn: RuntimeConn, holder: LeaseHolder | null): boolean => {
     const { sessionId, leaseId, leaseVersion } = conn.user;
     if (holder?.sessionId === sessionId && holder.leaseId === leaseId && holder.version === leaseVersion) return true;
-    endLease(conn, holder && holder.sessionId !== sessionId ? 'superseded' : 'lapsed');
+    // Nobody else holds it: the session ended (released or revoked while this socket was admitted), or its lease lapsed.
+    endLease(conn, holder && holder.sessionId !== sessionId ? 'superseded' : (sessions.committedEnd(sessionId) ?? 'lapsed'));
     return false;
   };
 
