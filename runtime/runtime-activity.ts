@@ -37,6 +37,7 @@ export class RuntimeActivity {
   readonly #clock: Clock;
   readonly #listeners = new KeyedListeners<ActivityListener>();
   readonly #accountListeners = new KeyedListeners<() => void>();
+  #signInChanges = 0;
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -54,7 +55,17 @@ export class RuntimeActivity {
     return this.#accountListeners.add(accountId, listener);
   }
 
+  /**
+   * How many times some account's sign-ins may have ended on this node. A socket checks its sign-in at the upgrade but
+   * listens only once open, so a change told in between reaches no listener of it: the socket notes this count before
+   * its check and checks again on opening if it moved. One count for every account keeps it free of per-account memory.
+   */
+  get signInChanges(): number {
+    return this.#signInChanges;
+  }
+
   signInsChanged(accountId: string): void {
+    this.#signInChanges += 1;
     this.#accountListeners.notify(accountId);
   }
 

@@ -27,6 +27,8 @@ interface RuntimeSocketUser {
   readonly sessionId: string;
   readonly leaseId: string;
   readonly leaseVersion: number;
+  /** `RuntimeActivity.signInChanges` before the upgrade checked the sign-in: moved by the opening, it is checked again. */
+  readonly signInChanges: number;
   unsubscribe?: () => void;
 }
 
@@ -35,6 +37,8 @@ interface ControlSocketUser {
   readonly sessionId: string;
   /** The sign-in (OAuth grant) the control token was issued under: the channel lives only as long as it does. */
   readonly grantId: string;
+  /** As for the runtime socket: `RuntimeActivity.signInChanges` before the upgrade checked the sign-in. */
+  readonly signInChanges: number;
   unsubscribe?: () => void;
 }
 
@@ -204,6 +208,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     messagesPerMinute: deps.messagesPerMinute,
     inbound: RuntimeClientMessage,
     async authenticate(upgrade) {
+      const signInChanges = activity.signInChanges;
       const caller = await deps.tokens.caller(upgrade.headers, socketBearer(upgrade.headers));
       const query = new URLSearchParams(upgrade.query);
       const sessionId = query.get('session');
@@ -214,7 +219,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         throw new HttpError(400, 'runtime_lease_required', 'connect with ?session=<id>&lease=<id>&leaseVersion=<n> of an active session', { family: 'runtime' });
       }
       const state = await sessions.requireLease(caller, sessionId, claimed);
-      return { caller, sessionId, leaseId: state.lease!.leaseId, leaseVersion: state.lease!.version };
+      return { caller, sessionId, leaseId: state.lease!.leaseId, leaseVersion: state.lease!.version, signInChanges };
     },
     onOpen(conn) {
       const { caller, sessionId, leaseVersion } = conn.user;
@@ -239,6 +244,8 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         fromSession();
         fromAccount();
       };
+      // A sign-in that ended after the upgrade checked it, before the listener above existed, was told to nobody here.
+      if (activity.signInChanges !== conn.user.signInChanges) checkSignIns([conn], []);
       presence.join(caller.environmentId, sessionId, { actorId: caller.actorId, state: 'available', since: clock.now(), conn });
       conn.send({ type: 'ready', sessionId, leaseVersion, actorId: caller.actorId });
       if (!known) {
@@ -288,6 +295,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     idleTimeoutSeconds: 60,
     inbound: null,
     async authenticate(upgrade) {
+      const signInChanges = activity.signInChanges;
       const token = socketBearer(upgrade.headers);
       const claims = token ? await deps.controlTokens.verify(token) : undefined;
       if (claims === 'expired') {
@@ -311,7 +319,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       }
       const owner = { accountId: signIn.accountId, environmentId: claims.environmentId, origin: claims.origin };
       await sessions.liveSession(owner, claims.sessionId);
-      return { owner, sessionId: claims.sessionId, grantId: claims.grantId };
+      return { owner, sessionId: claims.sessionId, grantId: claims.grantId, signInChanges };
     },
     async onOpen(conn) {
       const { owner, sessionId } = conn.user;
@@ -339,6 +347,8 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         fromSession();
         fromAccount();
       };
+      // As for the runtime socket: a sign-in that ended during the upgrade was told before this channel listened.
+      if (activity.signInChanges !== conn.user.signInChanges) checkSignIns([], [conn]);
       const state = await sessions.session(owner, sessionId);
       tell(
         {
