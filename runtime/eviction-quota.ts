@@ -1,4 +1,4 @@
-import type { Clock } from '../actors/clock.js';
+import type { Clock, TimerHandle } from '../actors/clock.js';
 import { HttpError } from '../transport/http/errors.js';
 
 interface Bucket {
@@ -8,6 +8,8 @@ interface Bucket {
   holder: string | null | undefined;
   /** Activations of this person admitted and not yet settled. */
   inFlight: number;
+  /** Set while the bucket is kept only for the tokens it is refilling: it is looked at again once they are back. */
+  refilled?: TimerHandle;
 }
 
 /** One admitted activation: settle it with the lease actor's decision, or cancel it when it never got one. */
@@ -27,7 +29,8 @@ export interface EvictionTicket {
  * reserves a token when admitted and gets it back if it evicted nobody; activations arriving together therefore
  * cannot all pass on the same last token. Only an activation that certainly evicts nobody (the lease is free or held
  * by this very session, and no other activation of the person is under way) passes without a token. Memory is
- * bounded: a full bucket with no known holder and nothing in flight carries no information and is dropped.
+ * bounded: a full bucket with no known holder and nothing in flight carries no information and is dropped, at once
+ * or, when tokens were still refilling, once they are back.
  */
 export class EvictionQuota {
   readonly #clock: Clock;
@@ -88,8 +91,21 @@ export class EvictionQuota {
   }
 
   #keep(accountId: string, bucket: Bucket): void {
-    if (bucket.tokens >= this.#perMinute && bucket.holder === null && bucket.inFlight === 0) this.#buckets.delete(accountId);
-    else this.#buckets.set(accountId, bucket);
+    const idle = bucket.holder === null && bucket.inFlight === 0;
+    if (idle && bucket.tokens >= this.#perMinute) {
+      this.#buckets.delete(accountId);
+      return;
+    }
+    this.#buckets.set(accountId, bucket);
+    // Nothing of this person may ever come again to drop it (a tab that evicted, then closed): without a look once its
+    // tokens are back, every person who evicted and then let the lease go would be held for good.
+    if (idle && bucket.refilled === undefined) {
+      const refillMs = Math.ceil(((this.#perMinute - bucket.tokens) * 60_000) / this.#perMinute);
+      bucket.refilled = this.#clock.setTimeout(() => {
+        bucket.refilled = undefined;
+        if (this.#buckets.get(accountId) === bucket) this.#keep(accountId, this.#bucket(accountId)!);
+      }, refillMs);
+    }
   }
 
   #bucket(accountId: string): Bucket | undefined {
