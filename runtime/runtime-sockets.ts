@@ -257,6 +257,16 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     },
     async onMessage(conn, message) {
       const { caller, sessionId } = conn.user;
+      // Every message is checked against the lease first, reads too: a lease lapses at its deadline, and when no
+      // renewal or timer has told this socket yet (an outage delays both) it must not go on reading presence. Outages
+      // are told as such (`runtime_coordination_unavailable`), as on every Runtime call, not as a failure; caught here
+      // rather than through `coordinated`, since this runs for the socket's busiest messages.
+      try {
+        const known = sessions.committedLeaseHolder(caller.accountId);
+        if (!holdsLease(conn, known ? known.holder : await sessions.leaseHolder(caller.accountId))) return;
+      } catch (error) {
+        throw asCoordinationError(error);
+      }
       switch (message.type) {
         case 'ping':
           conn.send({ type: 'pong', ...(message.ref ? { ref: message.ref } : {}) });
@@ -265,11 +275,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
           conn.send({ type: 'presence.snapshot', members: presence.members(caller.environmentId), ...(message.ref ? { ref: message.ref } : {}) });
           return;
         case 'presence.update': {
-          // Outages are told as such (`runtime_coordination_unavailable`), as on every Runtime call, not as a failure.
-          // Caught here rather than through `coordinated`: this is the socket's busiest message.
           try {
-            const known = sessions.committedLeaseHolder(caller.accountId);
-            if (!holdsLease(conn, known ? known.holder : await sessions.leaseHolder(caller.accountId))) return;
             await sessions.presence(sessionId, message.state);
           } catch (error) {
             throw asCoordinationError(error);
