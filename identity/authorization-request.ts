@@ -13,9 +13,11 @@ export interface AuthorizationParameters {
   readonly code_challenge_method?: string | undefined;
   readonly prompt?: string | undefined;
   readonly max_age?: string | undefined;
+  readonly request?: string | undefined;
+  readonly request_uri?: string | undefined;
 }
 
-const PARAMETER_NAMES = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age'] as const;
+const PARAMETER_NAMES = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age', 'request', 'request_uri'] as const;
 
 type ParameterName = (typeof PARAMETER_NAMES)[number];
 
@@ -113,6 +115,10 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
     const message = `parameters sent more than once: ${repeated.join(' ')}`;
     return { kind: 'redirect_error', redirectUri, error: 'invalid_request', code: 'parameter_repeated', message, state: repeated.includes('state') ? undefined : p.state };
   }
+  // OIDC Core 6.1 and 6.2: request objects are not supported, and an OP that gets one MUST say so rather than ignore
+  // it: the client may have put its nonce, max_age or other parameters only there, and would believe them enforced.
+  if (p.request !== undefined) return fail('request_not_supported', 'request_object_unsupported', 'the request parameter (request objects) is not supported');
+  if (p.request_uri !== undefined) return fail('request_uri_not_supported', 'request_uri_unsupported', 'the request_uri parameter is not supported');
   if (!p.response_type) return fail('invalid_request', 'response_type_required', 'response_type is required (response_type=code)');
   if (p.response_type !== 'code') return fail('unsupported_response_type', 'response_type_unsupported', 'only response_type=code is supported');
   if (p.code_challenge === undefined) return fail('invalid_request', 'pkce_required', 'PKCE is required: send code_challenge with code_challenge_method=S256');

@@ -42,6 +42,8 @@ const authorizationParameters = {
     '`login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
   prompt:
     '`none`: answer at once: `login_required` without a page session, `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
+  request: 'Not supported: refused with `request_not_supported` (OIDC Core 6.1).',
+  request_uri: 'Not supported: refused with `request_uri_not_supported` (OIDC Core 6.2).',
 } as const;
 
 type AuthorizationParameterName = keyof typeof authorizationParameters;
@@ -110,6 +112,8 @@ const DiscoveryDocument = apiSchema(
     scopes_supported: z.array(z.string()),
     claims_supported: z.array(z.string()),
     authorization_response_iss_parameter_supported: z.boolean(),
+    request_parameter_supported: z.boolean(),
+    request_uri_parameter_supported: z.boolean(),
   }),
   'OpenID Provider metadata (OpenID Connect Discovery 1.0).',
 );
@@ -176,6 +180,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
             scopes_supported: [...new Set(Object.values(CLIENT_SCOPES).flat())],
             claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp'],
             authorization_response_iss_parameter_supported: true,
+            // Stated, not omitted: Discovery 1.0 reads an absent request_uri_parameter_supported as true.
+            request_parameter_supported: false,
+            request_uri_parameter_supported: false,
           },
         };
       },
