@@ -100,6 +100,18 @@ export interface RenderedError {
   readonly body: ProblemBody | ApiErrorBody | OAuthErrorBody;
 }
 
+/** Characters RFC 6749 lets `error_description` carry: printable ASCII without `"` and `\`. */
+const OAUTH_DESCRIPTION_FORBIDDEN = /[^\x20\x21\x23-\x5B\x5D-\x7E]/g;
+
+/**
+ * An `error_description` as RFC 6749 (4.1.2.1, 5.2) allows it: every other character becomes `?`. Descriptions may
+ * echo what the request sent (an unknown scope, a repeated parameter's name), and a client may show the description:
+ * what a third party put in the request must not reach it beyond that character set.
+ */
+export function oauthDescription(text: string): string {
+  return text.replace(OAUTH_DESCRIPTION_FORBIDDEN, '?');
+}
+
 function oauthErrorOf(error: HttpError): string {
   if (error.oauthError) return error.oauthError;
   if (error.status === 401) return 'invalid_client';
@@ -149,7 +161,7 @@ export function renderError(error: HttpError, preferred: ErrorFormat, requestId:
       status: error.status,
       contentType: 'application/json',
       headers: error.headers,
-      body: { error: oauthErrorOf(error), error_description: error.message, code: error.code, requestId },
+      body: { error: oauthErrorOf(error), error_description: oauthDescription(error.message), code: error.code, requestId },
     };
   }
   if (format === 'problem') {

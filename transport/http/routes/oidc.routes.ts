@@ -8,7 +8,7 @@ import type { EnvironmentDirectory } from '../../../identity/environments.js';
 import { ACCESS_TOKEN_TTL_S, CLIENT_SCOPES, type OAuthGrants } from '../../../identity/oauth-grants.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
-import { HttpError } from '../errors.js';
+import { HttpError, oauthDescription } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 
 export interface OidcDependencies {
@@ -216,7 +216,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         const check = await checkAuthorization(parameters, deps.directory, repeated);
         if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
-          return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
+          return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: oauthDescription(check.message), state: check.state }) } };
         }
         const { request } = check;
         const lookup = await deps.sessions.fromRequest('page', headers);
@@ -265,7 +265,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         const check = await checkAuthorization(body, deps.directory);
         if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
-          return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: check.message, state: check.state }) } };
+          return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: oauthDescription(check.message), state: check.state }) } };
         }
         if (!recentEnough(check.request, session.signedInAt)) {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.request.redirectUri, deps.issuer(), { error: 'login_required', state: check.request.state }) } };
