@@ -87,7 +87,18 @@ export function isLoopbackRedirect(uri: string): boolean {
   } catch {
     return false;
   }
-  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.port !== '' && url.username === '' && url.password === '' && !hasFragment(url) && url.href === uri;
+  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.username === '' && url.password === '' && !hasFragment(url) && isExactSpelling(url, uri);
+}
+
+/**
+ * Whether `uri` is `url` as it serialises: the redirect URI is matched as a string at the token endpoint, so only one
+ * spelling of each loopback address is taken. Port 80 is a port like any other (RFC 8252 7.3: "any port"), but WHATWG
+ * URL drops the scheme's default port from `href`: `http://127.0.0.1:80/cb` is taken as sent too.
+ */
+function isExactSpelling(url: URL, uri: string): boolean {
+  if (url.href === uri) return true;
+  const origin = `http://${url.hostname}`;
+  return url.port === '' && uri === `${origin}:80${url.href.slice(origin.length)}`;
 }
 
 export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory, repeated: readonly ParameterName[] = []): Promise<AuthorizationCheck> {
