@@ -1,4 +1,4 @@
-import { hasFragment, type EnvironmentDirectory, type OidcClient } from './environments.js';
+import { hasFragment, hasUserinfo, type EnvironmentDirectory, type OidcClient } from './environments.js';
 import { CLIENT_SCOPES } from './oauth-grants.js';
 
 /** The parameters of an OIDC authorization request as sent (query of the GET, form of the POST). */
@@ -87,7 +87,7 @@ export function isLoopbackRedirect(uri: string): boolean {
   } catch {
     return false;
   }
-  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && url.username === '' && url.password === '' && !hasFragment(url) && isExactSpelling(url, uri);
+  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && !hasUserinfo(url) && !hasFragment(url) && isExactSpelling(url, uri);
 }
 
 /**
@@ -115,8 +115,9 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
     redirectUri !== undefined &&
     (client.kind === 'cli'
       ? isLoopbackRedirect(redirectUri)
-      : // A fragment is refused here too: registration let `…#` through before it checked for an empty fragment.
-        client.redirectUris.includes(redirectUri) && !redirectUri.includes('#'));
+      : // A fragment is refused here too: registration let `…#` through before it checked for an empty fragment; and
+        // userinfo, which registration let through before it checked for it (a registered URI is always a valid URL).
+        client.redirectUris.includes(redirectUri) && !redirectUri.includes('#') && !hasUserinfo(new URL(redirectUri)));
   if (!redirectOk || redirectUri === undefined) {
     return { kind: 'fatal', code: 'redirect_uri_invalid', message: 'The address this application asked to return to is not registered for it.' };
   }

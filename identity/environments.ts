@@ -72,6 +72,15 @@ export function hasFragment(url: URL): boolean {
   return url.href.includes('#');
 }
 
+/**
+ * Whether a URL carries a user name or password. WHATWG URL leaves them out of `origin`, so a URI such as
+ * `https://login.bank.example@env.example/cb` is "on" env.example's origin while it reads as another host's and is no
+ * valid URL string (the URL Standard cannot write credentials in one). A redirect URI never has them.
+ */
+export function hasUserinfo(url: URL): boolean {
+  return url.username !== '' || url.password !== '';
+}
+
 function refuse(message: string, pointer: string): never {
   throw new HttpError(400, 'validation_failed', message, { details: [{ pointer, in: 'body', code: 'invalid', message }] });
 }
@@ -117,8 +126,8 @@ export class EnvironmentDirectory {
       } catch {
         url = undefined;
       }
-      if (!url || url.origin !== origin || hasFragment(url) || url.href !== uri) {
-        refuse(`redirect URI ${i + 1} must be an absolute URL on the Environment's origin ${origin}, without a fragment`, `/redirectUris/${i}`);
+      if (!url || url.origin !== origin || hasFragment(url) || hasUserinfo(url) || url.href !== uri) {
+        refuse(`redirect URI ${i + 1} must be an absolute URL on the Environment's origin ${origin}, without user name, password or fragment`, `/redirectUris/${i}`);
       }
     });
     const clientId = newId('envc');
