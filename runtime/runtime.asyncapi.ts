@@ -91,7 +91,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
         description:
           'Read-only, for a session in any live state (standby, active, superseded), with a control token from ' +
           '`POST /v1/runtime/control-token`. It streams the session\'s activity and browser-wide sign-out. Any client ' +
-          'message closes it with 1008, so it cannot be used for presence or plugin APIs. One per session (a session ' +
+          'message closes it with 1008 (one over the 1 KiB message limit with 1009, as on every socket), so it cannot be ' +
+          'used for presence or plugin APIs. One per session (a session ' +
           'is one page; each tab has its own): a newer channel of the session replaces the older, which closes ' +
           `${RuntimeCloseCode.replaced}.`,
         servers: [{ $ref: '#/servers/registry' }],

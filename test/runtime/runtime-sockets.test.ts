@@ -32,9 +32,11 @@ async function refused(promise: Promise<Socket>, status: number, code: string): 
     socket.ws.close();
     assert.unreachable(`expected the upgrade to be refused with ${status} ${code}`);
   } catch (error) {
-    const e = error as { status?: number; body?: { code?: string } };
+    const e = error as { status?: number; headers?: Record<string, string | undefined>; body?: { code?: string } };
     assert.is(e.status, status, String(error));
     assert.is(e.body?.code, code);
+    // A refused credential names its scheme (RFC 6750 3), on the runtime socket and the control channel alike.
+    if (status === 401) assert.match(e.headers?.['www-authenticate'] ?? '', /^Bearer error="invalid_token"/);
   }
 }
 

@@ -33,7 +33,7 @@ function connectOnce(url: string, protocols: string[], origin: string): Promise<
     ws.on('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Record<string, unknown> })));
+      res.on('end', () => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode, headers: res.headers, body: JSON.parse(body || '{}') as Record<string, unknown> })));
     });
     ws.on('error', (error) => reject(error));
     ws.on('open', () =>
