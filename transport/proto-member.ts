@@ -19,7 +19,14 @@ export function protoMemberAt(value: unknown): string | undefined {
   return undefined;
 }
 
-/** Only JSON text that can spell `__proto__` (plainly or escaped) needs the walk: as a string or as its UTF-8 bytes. */
+const PROTO_BYTES = Buffer.from('__proto__');
+const ESCAPE_BYTES = Buffer.from('\\u');
+
+/**
+ * Only JSON text that can spell `__proto__` (plainly or escaped) needs the walk: as a string or as its UTF-8 bytes
+ * (searched for with needles made once: a string needle is encoded again on every call, on the sockets' busiest path).
+ */
 export function maySpellProto(text: string | Buffer): boolean {
-  return text.includes('__proto__') || text.includes('\\u');
+  if (typeof text === 'string') return text.includes('__proto__') || text.includes('\\u');
+  return text.includes(PROTO_BYTES) || text.includes(ESCAPE_BYTES);
 }
