@@ -14,6 +14,7 @@ import { coordinated } from './coordination.js';
 import type { EvictionQuota, EvictionTicket } from './eviction-quota.js';
 import { KeyedTurns } from './keyed-turns.js';
 import type { RuntimeActivity } from './runtime-activity.js';
+import { authorizationExpired } from './runtime-tokens.js';
 
 export interface RuntimeSessionState {
   readonly context: RuntimeSessionContext;
@@ -89,10 +90,7 @@ const sessionQuota = (cap: number, retryAfterS: number): HttpError =>
 const ended = (): HttpError => problem(409, 'runtime_session_ended', 'this Runtime session ended (released or revoked) while it was activated; create a new one');
 
 const signedOut = (): HttpError =>
-  new HttpError(401, 'runtime_authorization_expired', 'the sign-in ended (the browser signed out) while this session was being created; sign in to the Environment again', {
-    family: 'runtime',
-    headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
-  });
+  authorizationExpired('the sign-in ended (the browser signed out) while this session was being created; sign in to the Environment again');
 
 const sessionNotFound = (): HttpError =>
   problem(404, 'runtime_session_not_found', 'no such Runtime session for this person in this Environment (X-Platform-Runtime-Session)');

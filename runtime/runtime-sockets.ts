@@ -15,14 +15,12 @@ import {
   type ControlServerMessage,
   type RuntimeServerMessage,
 } from './runtime-socket.messages.js';
-import type { RuntimeTokens } from './runtime-tokens.js';
+import { authorizationExpired, tokenInvalid, type RuntimeTokens } from './runtime-tokens.js';
 
 export const RUNTIME_SOCKET_PATH = '/v1/runtime/socket';
 export const CONTROL_SOCKET_PATH = '/v1/runtime/control';
 /** Presence hints to one Environment are coalesced over this long: a burst of changes costs one hint per socket. */
 const HINT_COALESCE_MS = 100;
-/** A refused control token names its scheme, as a refused runtime token does (runtime-tokens.ts). */
-const INVALID_TOKEN = { 'www-authenticate': 'Bearer error="invalid_token"' } as const;
 
 interface RuntimeSocketUser {
   readonly caller: RuntimeCaller;
@@ -307,10 +305,10 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       const token = socketBearer(upgrade.headers);
       const claims = token ? await deps.controlTokens.verify(token) : undefined;
       if (claims === 'expired') {
-        throw new HttpError(401, 'runtime_authorization_expired', 'the control token has expired; ask for a new one (POST /v1/runtime/control-token)', { family: 'runtime', headers: INVALID_TOKEN });
+        throw authorizationExpired('the control token has expired; ask for a new one (POST /v1/runtime/control-token)');
       }
       if (!claims) {
-        throw new HttpError(401, 'runtime_token_invalid', 'offer a valid control token as the subprotocol registry.bearer.<token>', { family: 'runtime', headers: INVALID_TOKEN });
+        throw tokenInvalid('offer a valid control token as the subprotocol registry.bearer.<token>');
       }
       const origin = upgrade.headers.origin;
       if (origin === undefined || origin === '' || origin === 'null') {
@@ -323,7 +321,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       // sign-in ended or while the stores cannot answer (then 503 runtime_coordination_unavailable: nobody admitted).
       const signIn = await coordinated(() => deps.tokens.liveSignIn(claims.grantId));
       if (!signIn) {
-        throw new HttpError(401, 'runtime_authorization_expired', 'the sign-in behind this control token has ended; sign in to the Environment again', { family: 'runtime', headers: INVALID_TOKEN });
+        throw authorizationExpired('the sign-in behind this control token has ended; sign in to the Environment again');
       }
       const owner = { accountId: signIn.accountId, environmentId: claims.environmentId, origin: claims.origin };
       await sessions.liveSession(owner, claims.sessionId);

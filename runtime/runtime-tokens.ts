@@ -18,10 +18,11 @@ export interface RuntimeTokenDependencies {
 
 const RUNTIME_SCOPE = 'runtime';
 
-const tokenInvalid = (message: string): HttpError =>
+/** The Runtime plane's refusals of a credential (runtime access token, control token): they name the Bearer scheme. */
+export const tokenInvalid = (message: string): HttpError =>
   new HttpError(401, 'runtime_token_invalid', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
 
-const authorizationExpired = (message: string): HttpError =>
+export const authorizationExpired = (message: string): HttpError =>
   new HttpError(401, 'runtime_authorization_expired', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
 
 /**
