@@ -10,19 +10,31 @@
  *   on the person's advisory lock, each holding a connection of the shared pool meanwhile.
  */
 export class KeyedTurns {
-  readonly #tails = new Map<string, Promise<void>>();
+  /** Per key: the end of its last turn, and how many turns (the one under way and those waiting) it holds. */
+  readonly #keys = new Map<string, { tail: Promise<void>; holders: number }>();
+
+  /** Turns of `key` entered and not ended yet: the one under way and those waiting for it. */
+  holders(key: string): number {
+    return this.#keys.get(key)?.holders ?? 0;
+  }
 
   /** Waits for the key's turn; the returned function ends it (once; later calls do nothing). */
   async enter(key: string): Promise<() => void> {
-    const before = this.#tails.get(key) ?? Promise.resolve();
+    const entry = this.#keys.get(key) ?? { tail: Promise.resolve(), holders: 0 };
+    const before = entry.tail;
     let done!: () => void;
     const mine = new Promise<void>((resolve) => (done = resolve));
-    const tail = before.then(() => mine);
-    this.#tails.set(key, tail);
+    entry.tail = before.then(() => mine);
+    entry.holders += 1;
+    this.#keys.set(key, entry);
     await before;
+    let ended = false;
     return () => {
+      if (ended) return;
+      ended = true;
       done();
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+      entry.holders -= 1;
+      if (entry.holders === 0 && this.#keys.get(key) === entry) this.#keys.delete(key);
     };
   }
 

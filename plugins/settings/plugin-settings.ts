@@ -57,10 +57,11 @@ export class PluginSettings {
   readonly #db: Kysely<Database>;
   readonly #clock: Clock;
   readonly #ownerOf: EnvironmentOwnerLookup;
-  /** A person's writers of one Plugin's settings take turns here before they take a connection (see `#locked`). */
+  /**
+   * A person's writers of one Plugin's settings take turns here before they take a connection (see `#locked`); at most
+   * MAX_QUEUED_WRITERS of them, in their turn or waiting for it.
+   */
   readonly #writers = new KeyedTurns();
-  /** Writers of each (Plugin, person) in their turn or waiting for it: at most MAX_QUEUED_WRITERS. */
-  readonly #queued = new Map<string, number>();
 
   constructor(db: Kysely<Database>, clock: Clock, ownerOf: EnvironmentOwnerLookup) {
     this.#db = db;
@@ -165,21 +166,20 @@ export class PluginSettings {
     // the person's advisory lock, each holding a connection of the shared pool meanwhile, and a burst of one person's
     // writes could take the whole pool from everyone, their own activation included.
     const key = `${release.pluginId} ${caller.accountId}`;
-    const queued = this.#queued.get(key) ?? 0;
-    if (queued >= MAX_QUEUED_WRITERS) {
+    if (this.#writers.holders(key) >= MAX_QUEUED_WRITERS) {
       throw new HttpError(429, 'rate_limited', `${MAX_QUEUED_WRITERS} settings writes of this person are already under way; retry once they are done`, {
         family: 'account_policy',
         headers: { 'retry-after': '1' },
       });
     }
-    this.#queued.set(key, queued + 1);
+    const entering = this.#writers.enter(key);
     let leaveWriters: (() => void) | undefined;
     // The lease turn is entered once the connection and the locks are held, and left after the commit: the fence holds
     // from its check to the commit, and an activation of the person waits only for this write's last statements, not
     // for its waits on the pool or the locks.
     let leaveTurn: (() => void) | undefined;
     try {
-      leaveWriters = await this.#writers.enter(key);
+      leaveWriters = await entering;
       return await this.#db.transaction().execute(async (trx) => {
         const environmentLock = layer === 'environment' ? sql`pg_advisory_xact_lock` : sql`pg_advisory_xact_lock_shared`;
         await sql`SELECT ${environmentLock}(${ENVIRONMENT_LOCK}::int4, hashtext(${`${release.pluginId} ${caller.environmentId}`}))`.execute(trx);
@@ -197,9 +197,6 @@ export class PluginSettings {
     } finally {
       leaveTurn?.();
       leaveWriters?.();
-      const left = (this.#queued.get(key) ?? 1) - 1;
-      if (left === 0) this.#queued.delete(key);
-      else this.#queued.set(key, left);
     }
   }
 }
