@@ -5,7 +5,7 @@ import { RUNTIME_LEASE_KIND, RUNTIME_SESSION_KIND, type LeaseEnded } from '../ac
 import type { LogoutPass } from '../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
-import { openRefusal, type LeaseHolder, type RuntimeLeaseContext, type RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
+import { hasLapsed, openRefusal, type LeaseHolder, type RuntimeLeaseContext, type RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
 import type { PresenceState, RuntimeSessionContext, RuntimeSessionStatus, SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
@@ -433,8 +433,7 @@ export class RuntimeSessions {
    * passivated actor's timer is found by a poll; an outage delays it longer), so a fence never passes on a lapsed lease.
    */
   #unlapsed(context: RuntimeLeaseContext): { readonly holder: LeaseHolder | null } {
-    const holder = context.holder;
-    return holder !== null && holder.expiresAt <= this.#o.clock.now() ? NO_HOLDER : context;
+    return hasLapsed(context.holder, this.#o.clock.now()) ? NO_HOLDER : context;
   }
 
   /** Keeps the lease of a Runtime with an open socket; false when the lease is no longer this session's. */

@@ -118,9 +118,13 @@ const idleFrom = (at: number) => (entry: LiveSessionEntry): number => at + entry
  * an event arriving in between meets the lapse first, so a late renewal never brings a lapsed lease back.
  */
 function afterLapse(context: RuntimeLeaseContext, at: number): LiveSessionEntry[] | undefined {
-  const holder = context.holder;
-  if (holder === null || at < holder.expiresAt) return undefined;
-  return withUntil(liveEntries(context, at), holder.sessionId, idleFrom(at));
+  if (!hasLapsed(context.holder, at)) return undefined;
+  return withUntil(liveEntries(context, at), context.holder!.sessionId, idleFrom(at));
+}
+
+/** Whether a holder's lease has lapsed at `at`: at its deadline, the one rule for this actor and for readers of it. */
+export function hasLapsed(holder: LeaseHolder | null, at: number): boolean {
+  return holder !== null && at >= holder.expiresAt;
 }
 
 export const runtimeLeaseMachine = setup({
