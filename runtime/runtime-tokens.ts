@@ -29,12 +29,12 @@ export const authorizationExpired = (message: string): HttpError =>
  * Establishes a Runtime caller from a runtime access token and the request's `Origin`.
  *
  *   runtime_token_invalid          no bearer, not a registry runtime access token (bad signature, another audience or
- *                                  type, e.g. a management token or a control token), or a token of another Environment
- *                                  than the origin's
+ *                                  type, e.g. a management token or a control token)
  *   runtime_authorization_expired  a genuine token whose authorization has ended: past its expiry, or its grant was
  *                                  revoked (logout), expired, or issued under an account epoch since raised
  *   runtime_origin_required        no `Origin` header (400)
- *   runtime_origin_mismatch        `Origin` is neither the Environment's registered origin nor its world address (403)
+ *   runtime_origin_mismatch        `Origin` is neither the Environment's registered origin nor its world address, e.g.
+ *                                  a token of another Environment than the origin's (403)
  *   insufficient_scope             the sign-in was granted `openid` alone, not `runtime` (403)
  *
  * The grant is checked online on every call, so a logout takes effect at once.

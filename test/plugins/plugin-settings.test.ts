@@ -344,7 +344,7 @@ test('persisted leaves that no longer satisfy the installed schema are never del
   assert.equal(((await jsonOf(fixed)) as unknown as Settings).provenance, { defaultMuted: 'user', volume: 'user' });
 });
 
-test('the API description documents the three operations with If-Match and ETag', async () => {
+test('the API description documents the three operations with If-Match and ETag (also on the 412 that carries the current tag)', async () => {
   const doc = (await (await fetch(`${server.url}/v1/openapi.json`)).json()) as {
     paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string; required: boolean }>; responses: Record<string, { headers?: Record<string, unknown> }> }>>;
   };
@@ -353,6 +353,8 @@ test('the API description documents the three operations with If-Match and ETag'
   for (const method of ['put', 'delete']) {
     assert.ok(item[method]!.parameters!.some((p) => p.name === 'If-Match' && p.in === 'header' && p.required), method);
     for (const status of ['412', '428', '422', '404', '409']) assert.ok(item[method]!.responses[status], `${method} ${status}`);
+    // A 412 carries the current tag (the If-Match test above reads it from there).
+    assert.ok(item[method]!.responses['412']!.headers!.ETag, `${method} 412 ETag`);
   }
   assert.ok(item.get!.responses['200']!.headers!.ETag);
   assert.ok(item.delete!.responses['204']!.headers!.ETag);

@@ -102,6 +102,7 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
       headers: {
         RequestId: { description: 'Identifier of this request, also in error bodies.', schema: { type: 'string' } },
         RetryAfter: { description: 'Seconds after which a retry is reasonable.', schema: { type: 'integer' } },
+        CurrentETag: { description: 'The current tag of the resource, which `If-Match` did not name.', schema: { type: 'string' } },
         IdempotentReplayed: { description: '`true` when this is the stored result of an earlier identical request.', schema: { type: 'string', enum: ['true'] } },
       },
       parameters: {
@@ -248,6 +249,8 @@ function errorResponse(route: AnyRoute, status: number): Json {
         : { 'application/json': apiError };
   const headers: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
   if (status === 503 || status === 429) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+  // A precondition that failed on a tag answers with the current one, so the client can read before it writes again.
+  if (status === 412) headers['ETag'] = { $ref: '#/components/headers/CurrentETag' };
   return { description: statusTitle(status), headers, content };
 }
 
