@@ -75,8 +75,12 @@ export async function liveFencedGrant(
   };
 }
 
-/** What a page asks for by name in a grant: lower-case, with `.`, `:`, `_` and `-` (e.g. `media:publish`). */
-export const GRANT_SCOPE = /^[a-z][a-z0-9_.:-]{0,63}$/;
+/**
+ * What a page asks for by name in a grant: lower-case, with `.`, `:`, `_` and `-` (e.g. `media:publish`), optionally
+ * pinned to a contract version (`@1`, `@1.0.0`), as the spec spells the scope an Environment Backend Grant carries to
+ * publish notifications (`notifications.publish@1.0.0`).
+ */
+export const GRANT_SCOPE = /^[a-z][a-z0-9_.:-]{0,63}(?:@[0-9]{1,9}(?:\.[0-9]{1,9}){0,2})?$/;
 
 /** The Runtime fence a grant is issued under: the active session, its lease and that lease's version. */
 export interface IssuingFence {

@@ -67,4 +67,19 @@ test('a grant keeps neither a scope nor an endpoint its Environment no longer de
   assert.equal(await introspect(reader, ENDPOINT), { active: false }, 'a moved endpoint ends every grant for the old one');
 });
 
+test('the versioned scope the spec names for a Backend Grant (notifications.publish@1.0.0) can be declared, issued and introspected', async () => {
+  const versioned = 'notifications.publish@1.0.0';
+  const declared = await declare({ endpoint: ENDPOINT, scopes: ['orders:read', versioned] });
+  assert.is(declared.status, 200, await declared.clone().text());
+  const res = await page.fenced('/v1/runtime/environment-backend/grants', { method: 'POST', body: { scopes: [versioned] } });
+  assert.is(res.status, 201, await res.clone().text());
+  const { grant } = (await res.json()) as { grant: string };
+  const seen = await introspect(grant, ENDPOINT);
+  assert.equal([seen.active, seen.scopes], [true, [versioned]]);
+  // Still a closed pattern: a version is digits, and nothing may follow it.
+  for (const scopes of [['notifications.publish@'], ['notifications.publish@x'], ['notifications.publish@1.0.0.0'], ['notifications.publish@1@2']]) {
+    assert.is((await declare({ endpoint: ENDPOINT, scopes })).status, 400, scopes[0]);
+  }
+});
+
 test.run();
