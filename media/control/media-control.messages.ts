@@ -7,7 +7,8 @@ import * as z from 'zod';
  *
  * Requests carry an `id` the server echoes on exactly one `response`. Room state reaches clients as whole
  * `room.state` views with a growing `revision` (a client keeps the highest it got on this connection), so a client that
- * missed one catches up with the next and never applies deltas out of order.
+ * missed one catches up with the next and never applies deltas out of order. Changes that follow one another closely
+ * reach clients as one view (revisions may skip); see ROOM_STATE_INTERVAL_MS.
  */
 export const MEDIA_PROTOCOL_VERSION = 'media-v2';
 
@@ -17,6 +18,14 @@ export const MEDIA_PROTOCOL_VERSION = 'media-v2';
  * reserves consumers in a router's budget, so without a bound one listener could make the room add routers.
  */
 export const TRANSPORTS_PER_DIRECTION = 2;
+
+/**
+ * At most one whole room view (`room.state`, 30–40 KB in a full stage) leaves per room per this interval: a change
+ * after a quiet spell goes out at once, and the changes that follow within the interval go out together as the newest
+ * view at its end. A member is never sent another message before the view of the changes that came before it (the
+ * view it is owed goes first), and the sender of a request gets the view of its change before its response.
+ */
+export const ROOM_STATE_INTERVAL_MS = 100;
 
 const RequestId = z.string().min(1).max(64).describe('Chosen by the client; the server echoes it on the one `response` to this request.');
 const MediaId = z.string().min(1).max(64);
@@ -122,7 +131,7 @@ export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
   z
     .strictObject({ type: z.literal('response'), id: RequestId, ok: z.boolean(), result: z.looseObject({}).optional(), error: ErrorBody.optional() })
     .describe('The answer to one request: `ok: true` with a `result` that depends on the request type, or `ok: false` with an `error` (the request was refused; the connection stays open).'),
-  z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe('The whole room view after every change (keep the highest `revision` of this connection: a room retired after standing empty starts again at 0, so a view kept from an earlier connection does not count).'),
+  z.strictObject({ type: z.literal('room.state'), room: RoomViewSchema }).describe(`The whole room view after a change. Changes within ${ROOM_STATE_INTERVAL_MS} ms of the last view sent come together as the newest view at the end of that interval, so \`revision\` may skip; no other message to a member and no \`response\` to its own request comes before the view of the changes made before it. (Keep the highest \`revision\` of this connection: a room retired after standing empty starts again at 0, so a view kept from an earlier connection does not count).`),
   z.strictObject({ type: z.literal('producer.added'), producer: ProducerViewSchema }).describe('Someone started publishing: `consume` it to hear or see it.'),
   z.strictObject({ type: z.literal('producer.removed'), producerId: MediaId }).describe('A producer ended; its consumers are closed.'),
   z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept). A lost seat or share is not a reset: its producer is closed (`producer.removed`) and `room.state` shows why."),

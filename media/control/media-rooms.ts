@@ -15,7 +15,7 @@ import { PUBLISH_SCOPE } from '../publisher-authority/publisher-authority.messag
 import { RoomMedia } from '../room-media.js';
 import { screenEncodingHint } from '../screen-profile.js';
 import type { MediaWorkerPool } from '../worker-pool.js';
-import type { MediaV2ClientMessage, MediaV2ServerMessage, MediaSource } from './media-control.messages.js';
+import { ROOM_STATE_INTERVAL_MS, type MediaV2ClientMessage, type MediaV2ServerMessage, type MediaSource, type RoomView } from './media-control.messages.js';
 import { MediaRequestError, type MediaConnection, type MediaRoomsPort } from './media-control.socket.js';
 
 type RoomRequestMessage = Parameters<MediaRoomsPort['request']>[1];
@@ -58,6 +58,8 @@ export interface MediaRoomsDeps {
   readonly hostingTtlMs?: number;
   /** Default DIRECT_CALLS_PER_PERSON. */
   readonly callsPerPerson?: number;
+  /** Default ROOM_STATE_INTERVAL_MS. */
+  readonly stateIntervalMs?: number;
 }
 
 export interface PublisherQuestion {
@@ -84,8 +86,14 @@ interface LiveRoom {
    * were still in it (a configuration change applies once a room empties).
    */
   readonly policy: RoomPolicy;
-  /** Highest revision broadcast, so a late view never overwrites a newer one. */
+  /** Highest revision broadcast or waiting to be, so a late view never overwrites a newer one. */
   revision: number;
+  /** The newest view not yet sent to every member (see ROOM_STATE_INTERVAL_MS); null when all have the newest. */
+  pendingView: RoomView | null;
+  /** When the last view went to every member (clock ms). */
+  lastViewAt: number;
+  /** Sends `pendingView` at the end of the interval. */
+  viewTimer: TimerHandle | undefined;
 }
 
 const REQUEST_SPEAK_SCOPE = 'media:request-speak';
@@ -118,7 +126,8 @@ const MEDIA_ERROR_CODES: Readonly<Record<MediaError['code'], string>> = {
 /**
  * The Media control plane's rooms on this node: each request of a connection goes to the room actor (the authority on
  * membership, seats, hands, offers and screen share) and then to the room's mediasoup resources, which follow what
- * the actor decided. Every committed change is broadcast as the whole room view; media that lost its right to flow
+ * the actor decided. Committed changes are broadcast as the whole room view (at most one per room per
+ * ROOM_STATE_INTERVAL_MS); media that lost its right to flow
  * (a seat freed, a share stopped, a member gone) is closed here.
  */
 export class MediaRooms implements MediaRoomsPort {
@@ -134,12 +143,16 @@ export class MediaRooms implements MediaRoomsPort {
    * whose members a crashed process left behind drops them when it opens again here.
    */
   readonly #calls = new Map<string, Set<string>>();
+  readonly #stateIntervalMs: number;
+  /** The revision of the newest view each connection was sent (in a `room.state`, or in its `room.join` answer). */
+  readonly #viewSent = new WeakMap<MediaConnection, number>();
   #renewal: TimerHandle | undefined;
 
   constructor(deps: MediaRoomsDeps) {
     this.#deps = deps;
     this.#hostingTtlMs = deps.hostingTtlMs ?? HOSTING_TTL_MS;
     this.#callsPerPerson = deps.callsPerPerson ?? DIRECT_CALLS_PER_PERSON;
+    this.#stateIntervalMs = deps.stateIntervalMs ?? ROOM_STATE_INTERVAL_MS;
     this.#scheduleRenewal();
   }
 
@@ -177,6 +190,17 @@ export class MediaRooms implements MediaRoomsPort {
   async request(conn: MediaConnection, message: RoomRequestMessage): Promise<Record<string, unknown>> {
     const needed = REQUEST_SCOPE[message.type];
     if (needed && !conn.user.grant.scopes.includes(needed)) throw new MediaRequestError('scope_missing', `this request needs grant scope ${needed}`);
+    const memberId = conn.user.memberId;
+    try {
+      return await this.#handle(conn, message);
+    } finally {
+      // The view of the request's own change goes before its response (the socket sends it once this returns).
+      const live = this.#live.get(conn.user.roomKey);
+      if (live && live.members.get(memberId) === conn) this.#catchUp(live, conn);
+    }
+  }
+
+  async #handle(conn: MediaConnection, message: RoomRequestMessage): Promise<Record<string, unknown>> {
     const memberId = conn.user.memberId;
     try {
       if (message.type === 'room.join') {
@@ -219,6 +243,7 @@ export class MediaRooms implements MediaRoomsPort {
           if (live.media.encryption !== 'sfu_blind') throw new MediaRequestError('e2ee_not_used', 'key envelopes are relayed only in sfu_blind rooms');
           const to = live.members.get(message.to);
           if (!to) throw new MediaRequestError('target_not_connected', `${message.to} is not connected`);
+          this.#catchUp(live, to);
           to.send({ type: 'e2ee.key', from: memberId, envelope: message.envelope });
           return {};
         }
@@ -261,7 +286,10 @@ export class MediaRooms implements MediaRoomsPort {
   async close(): Promise<void> {
     if (this.#renewal) this.#deps.clock.clearTimeout(this.#renewal);
     this.#renewal = undefined;
-    for (const live of this.#live.values()) live.media.close();
+    for (const live of this.#live.values()) {
+      this.#dropViews(live);
+      live.media.close();
+    }
     this.#live.clear();
     this.#calls.clear();
   }
@@ -321,6 +349,7 @@ export class MediaRooms implements MediaRoomsPort {
    */
   #forgetUnused(live: LiveRoom, joining: string): boolean {
     if (live.members.size > 0 || live.joining.size !== 1 || !live.joining.has(joining) || this.#live.get(live.key) !== live) return false;
+    this.#dropViews(live);
     live.media.close();
     this.#live.delete(live.key);
     return true;
@@ -400,6 +429,8 @@ export class MediaRooms implements MediaRoomsPort {
     live.members.set(memberId, conn);
     live.rtpCapabilities.set(memberId, rtpCapabilities);
     const view = mediaRoomView(context);
+    // The answer carries this view: a waiting one no newer is not sent again.
+    if (view) this.#viewSent.set(conn, view.revision);
     return {
       routerRtpCapabilities,
       self: view?.members.find((m) => m.memberId === memberId) ?? null,
@@ -525,13 +556,30 @@ export class MediaRooms implements MediaRoomsPort {
       this.#deps.logger.error({ err, roomId: key }, 'media room could not be placed on a worker');
       throw new MediaRequestError('media_unavailable', 'this node cannot host media right now');
     }
-    const live: LiveRoom = { key, media, policy, members: new Map(), joining: new Set(), producers: new Map(), rtpCapabilities: new Map(), revision: -1 };
+    const live: LiveRoom = {
+      key,
+      media,
+      policy,
+      members: new Map(),
+      joining: new Set(),
+      producers: new Map(),
+      rtpCapabilities: new Map(),
+      revision: -1,
+      pendingView: null,
+      lastViewAt: Number.NEGATIVE_INFINITY,
+      viewTimer: undefined,
+    };
     media.on('producerclosed', (closed) => {
       // Once per producer, whether its close or a lost worker (below) told first.
       if (live.producers.delete(closed.producerId)) this.#broadcast(live, { type: 'producer.removed', producerId: closed.producerId });
     });
     media.on('medialost', (lost) => {
-      for (const peerId of lost.peerIds) live.members.get(peerId)?.send({ type: 'media.reset', reason: 'worker_lost' });
+      for (const peerId of lost.peerIds) {
+        const conn = live.members.get(peerId);
+        if (!conn) continue;
+        this.#catchUp(live, conn);
+        conn.send({ type: 'media.reset', reason: 'worker_lost' });
+      }
       for (const [producerId, p] of live.producers) {
         if (lost.peerIds.includes(p.memberId)) {
           live.producers.delete(producerId);
@@ -599,12 +647,13 @@ export class MediaRooms implements MediaRoomsPort {
     const view = context ? mediaRoomView(context) : null;
     if (view && view.revision > live.revision) {
       live.revision = view.revision;
-      this.#broadcast(live, { type: 'room.state', room: view });
+      this.#queueView(live, view);
     }
     // The last member gone (left, or its grace ended): this node's media for the room goes; the actor stays. Not while
     // a join is on its way here, or was admitted after the state this change read (the actor may already hold that
     // member): its answer and connection need this LiveRoom, and a join that fails forgets it (#forgetUnused).
     if (context && context.members.length === 0 && changes.some((c) => c.kind === 'member.left') && live.members.size === 0 && live.joining.size === 0) {
+      this.#dropViews(live);
       live.media.close();
       if (this.#live.get(live.key) === live) this.#live.delete(live.key);
     }
@@ -625,8 +674,54 @@ export class MediaRooms implements MediaRoomsPort {
     }
   }
 
+  /** Every member but `except` gets `message`, after the view it is owed. */
   #broadcast(live: LiveRoom, message: MediaV2ServerMessage, except?: string): void {
+    this.#flushView(live);
     for (const [memberId, conn] of live.members) if (memberId !== except) conn.send(message);
+  }
+
+  /** The room's newest view: sent now if none went out within the interval, otherwise at the interval's end. */
+  #queueView(live: LiveRoom, view: RoomView): void {
+    live.pendingView = view;
+    if (live.viewTimer) return;
+    const wait = live.lastViewAt + this.#stateIntervalMs - this.#deps.clock.now();
+    if (wait <= 0) {
+      this.#flushView(live);
+      return;
+    }
+    live.viewTimer = this.#deps.clock.setTimeout(() => {
+      live.viewTimer = undefined;
+      this.#flushView(live);
+    }, wait);
+  }
+
+  /** Sends the waiting view to every member that lacks it. */
+  #flushView(live: LiveRoom): void {
+    if (live.viewTimer) this.#deps.clock.clearTimeout(live.viewTimer);
+    live.viewTimer = undefined;
+    const view = live.pendingView;
+    if (!view) return;
+    live.pendingView = null;
+    live.lastViewAt = this.#deps.clock.now();
+    for (const conn of live.members.values()) this.#sendView(conn, view);
+  }
+
+  /** Before a message to one member: the waiting view, if it lacks it (the others still get it at the interval's end). */
+  #catchUp(live: LiveRoom, conn: MediaConnection): void {
+    if (live.pendingView) this.#sendView(conn, live.pendingView);
+  }
+
+  #sendView(conn: MediaConnection, view: RoomView): void {
+    if ((this.#viewSent.get(conn) ?? -1) >= view.revision) return;
+    this.#viewSent.set(conn, view.revision);
+    conn.send({ type: 'room.state', room: view });
+  }
+
+  /** The room's media goes: nobody is left to see a waiting view. */
+  #dropViews(live: LiveRoom): void {
+    if (live.viewTimer) this.#deps.clock.clearTimeout(live.viewTimer);
+    live.viewTimer = undefined;
+    live.pendingView = null;
   }
 }
 
