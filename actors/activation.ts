@@ -144,6 +144,12 @@ export class Activation implements CommitParticipant {
   /** One actor scope reused for every transition: building one per event is most of XState's cost. */
   #scope: { readonly scope: AnyActorScope; readonly sink: { actions: ExecutableAction[] } } | undefined;
   #lastActivity: number;
+  /**
+   * Whether the current state has ended (the kind's `endedAt`), and when this activation last met the store (its load,
+   * its latest commit): an ended actor may be retired beneath it, so only that, not reads, keeps it in memory.
+   */
+  #ended = false;
+  #lastStored: number;
   readonly #activatedAt: number;
   readonly #mailbox: Request[] = [];
   /** Requests handled, in version order, whose reply waits for its version to commit. */
@@ -162,6 +168,7 @@ export class Activation implements CommitParticipant {
     this.#ctx = ctx;
     this.#activatedAt = ctx.clock.now();
     this.#lastActivity = this.#activatedAt;
+    this.#lastStored = this.#activatedAt;
   }
 
   get epoch(): number {
@@ -181,6 +188,16 @@ export class Activation implements CommitParticipant {
   }
   get lastActivity(): number {
     return this.#lastActivity;
+  }
+  /**
+   * Since when this activation counts as idle for passivation: its last event, or, once its state has ended, its load
+   * or latest commit. Retirement removes an ended actor from the store whatever memory holds; an activation kept alive
+   * by reads alone would answer that removed state for as long as someone reads it (a retired Runtime session as
+   * released instead of unknown, a retired room as still there). So an ended actor leaves within its idle time after
+   * it last met the store, and the next read loads what the store holds now.
+   */
+  get idleSince(): number {
+    return this.#ended ? this.#lastStored : this.#lastActivity;
   }
   get activatedAt(): number {
     return this.#activatedAt;
@@ -217,6 +234,13 @@ export class Activation implements CommitParticipant {
     this.#snapshotVersion = stored?.snapshotVersion ?? 0;
     this.#timersStored = stored?.timers ?? NO_TIMERS;
     this.#timersNow = timersNow;
+    try {
+      this.#ended = this.#endedAt(this.#snapshot!) !== null;
+    } catch {
+      // Only passivation reads this here: an endedAt that cannot read the state refuses the next write that needs it.
+      this.#ended = false;
+    }
+    this.#lastStored = this.#ctx.clock.now();
     this.#status = 'live';
     if (stored && !sameTimers(this.#timersNow, this.#timersStored)) {
       // #timersStored stays as loaded, so this activation's next write stores a snapshot anyway if the repair fails.
@@ -338,6 +362,7 @@ export class Activation implements CommitParticipant {
     this.#version = baseVersion + 1;
     this.#snapshot = next;
     this.#timersNow = timers;
+    this.#ended = endedNext !== null;
     // Every write that ends, undoes or follows an end stores the snapshot with it: retirement finds ended actors by the
     // snapshot row alone, and a write to the row (which retirement locks) orders this commit with a retirement under
     // way, so it can never leave a journal segment behind an actor retired beneath it.
@@ -428,6 +453,7 @@ export class Activation implements CommitParticipant {
       this.#release(request, request.reply!);
     }
     this.#lastActivity = this.#ctx.clock.now();
+    this.#lastStored = this.#lastActivity;
   }
 
   fenced(): void {

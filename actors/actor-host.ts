@@ -347,7 +347,7 @@ export class ActorHost {
     const now = this.#clock.now();
     for (const activation of [...this.#allLive()]) {
       const policy = this.#kinds.get(activation.kind)!.policy;
-      if (activation.status === 'live' && activation.pending === 0 && now - activation.lastActivity >= policy.passivateAfterMs) {
+      if (activation.status === 'live' && activation.pending === 0 && now - activation.idleSince >= policy.passivateAfterMs) {
         activation.passivate();
       }
     }

@@ -25,6 +25,8 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
    * end stores the snapshot with it, and an actor still ended ACTOR_ENDED_RETENTION_DAYS after its end is removed,
    * snapshot and journal (storage/postgres/actor-retirement.ts): afterwards it loads as never written. So a kind
    * declares it only where a never-written actor may stand for an ended one (an id nobody reuses; an empty room).
+   * An activation whose state has ended passivates its idle time after its load or latest commit, reads or not, so
+   * a node holding it when it is retired answers as never written within that time.
    */
   readonly endedAt?: (snapshot: SnapshotFrom<TMachine>) => number | null;
   /**

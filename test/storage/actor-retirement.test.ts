@@ -150,6 +150,25 @@ test('a host still holding a retired actor cannot write it back: the fence refus
   await host.drain();
 });
 
+test('a retired actor read on and on from memory answers as never written within the idle time, and leaves inspection', async () => {
+  const clock = new ManualClock(Date.now() - 40 * DAY);
+  const host = started(clock);
+  await ticket(host, 'polled', 2, true);
+  assert.is(await new ActorRetirement(db.connection.db).pass(clock.now() + 1), 1);
+  // Read (an event it ignores) every minute: reads alone must not keep a retired actor's ended state in memory for good.
+  const read = { type: 'ticket.read' };
+  let reply = await host.send('ticket', 'polled', read);
+  assert.is(reply.version, 3, 'right after the retirement, the activation still holds the ended state');
+  for (let minute = 0; minute < 10; minute++) {
+    clock.advance(60_000);
+    reply = await host.send('ticket', 'polled', read);
+  }
+  assert.is(reply.version, 0, 'the retired actor still answers from memory after ten minutes of reads');
+  assert.equal((reply.snapshot as { context: unknown }).context, { notes: 0, closedAt: null });
+  assert.is(host.inspect('ticket', 'polled'), undefined, 'the operator view still finds the retired actor');
+  await host.drain();
+});
+
 test('a write to an ended actor while its retirement is under way waits for it, then the actor lives on from that write', async () => {
   const clock = new ManualClock(Date.now() - 40 * DAY);
   const host = started(clock);
