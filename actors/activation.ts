@@ -538,7 +538,9 @@ export class Activation implements CommitParticipant {
   }
 
   #fireTimer(name: string, dueAt: number): void {
-    this.#timers.delete(name);
+    // Only the entry of this deadline: an overdue one found on load fires from a microtask, after the events queued
+    // behind the load may have moved the deadline and armed the new one under the same name.
+    if (this.#timers.get(name)?.dueAt === dueAt) this.#timers.delete(name);
     this.#fired.add(`${name}@${dueAt}`);
     if (this.#status === 'live') this.#ctx.timerDue(this, name, dueAt);
   }

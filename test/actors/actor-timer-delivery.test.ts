@@ -1,5 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { assign, setup } from 'xstate';
+import { defineActorKind } from '../../actors/actor-kind.js';
 import type { HostObserver } from '../../actors/actor-host.js';
 import { ManualClock, systemClock } from '../../actors/clock.js';
 import { InProcessOwnership } from '../../actors/ownership.js';
@@ -201,6 +203,40 @@ test('a timer whose delivery was refused (actor overloaded) is delivered again w
   }
   await host.drain();
   assert.is(valueOf(last!.snapshot), 'expired', `deadline passed 60 s ago; state is still ${valueOf(last!.snapshot)}`);
+});
+
+/** A lease: each renewal moves its deadline a second on; a timer.due at or past the deadline lets it lapse. */
+const leaseKind = defineActorKind({
+  name: 'lease',
+  machine: setup({
+    types: {
+      context: {} as { deadline: number | null },
+      events: {} as { type: 'renew'; at: number } | { type: 'timer.due'; name: string; dueAt: number; at: number },
+    },
+  }).createMachine({
+    context: { deadline: null },
+    on: {
+      renew: { actions: assign({ deadline: ({ event }) => event.at + 1_000 }) },
+      'timer.due': { guard: ({ context, event }) => context.deadline !== null && event.at >= context.deadline, actions: assign({ deadline: null }) },
+    },
+  }),
+  key: { pattern: /^[a-z0-9-]{1,64}$/, describe: 'lower-case name' },
+  timers: (snapshot): Record<string, number> => (snapshot.context.deadline === null ? {} : { deadline: snapshot.context.deadline }),
+});
+
+test('an overdue timer found on load does not unarm the deadline an event queued behind the load moved', async () => {
+  const clock = new ManualClock(Date.parse('2026-01-04T00:00:00Z'));
+  const first = hostFor(store, clock, [leaseKind]);
+  await first.send('lease', 'moved', { type: 'renew' });
+  await first.drain();
+  clock.advance(2_000); // the stored deadline is overdue when the next renewal loads the actor
+  const host = hostFor(store, clock, [leaseKind]);
+  const renewed = await host.send('lease', 'moved', { type: 'renew' });
+  const deadline = (renewed.snapshot.context as { deadline: number }).deadline;
+  await sleep(20); // the overdue timer's delivery (ignored: the lease was renewed) has run
+  assert.equal(host.inspect('lease', 'moved')?.timers, { deadline: new Date(deadline).toISOString() }, 'the renewed deadline is armed');
+  await host.drain();
+  assert.is(clock.pendingTimers, 0, 'a clock timer of the passivated activation is left behind (and keeps it in memory)');
 });
 
 test('ownership forgets the epochs of activations that stopped without writing (no growth per key read)', async () => {
