@@ -42,6 +42,18 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
     readonly forget: (snapshot: SnapshotFrom<TMachine>) => SnapshotFrom<TMachine>;
   };
   readonly policy?: Partial<ActorPolicy>;
+  /**
+   * History this kind keeps for less than the server's retention (ACTOR_JOURNAL_RETENTION_DAYS and
+   * ACTOR_ENDED_RETENTION_DAYS, whichever is shorter applies, also when those are 0, "keep"): `journalMs` after their
+   * events for covered journal segments, `endedMs` after its end for the whole actor (a kind with `endedAt`). For
+   * state a contract calls ephemeral: an operator's setting may keep other history longer, not this.
+   */
+  readonly retention?: ActorRetention;
+}
+
+export interface ActorRetention {
+  readonly journalMs?: number;
+  readonly endedMs?: number;
 }
 
 export interface ActorKeyRule {
@@ -75,5 +87,9 @@ export interface TimerDueEvent {
 
 export function defineActorKind<TMachine extends AnyStateMachine>(kind: ActorKind<TMachine>): ActorKind<TMachine> {
   if (!/^[a-z][a-z0-9-]{0,62}$/.test(kind.name)) throw new Error(`actor kind name "${kind.name}" is not kebab-case`);
+  for (const [name, ms] of Object.entries(kind.retention ?? {})) {
+    if (!Number.isSafeInteger(ms) || ms <= 0) throw new Error(`actor kind ${kind.name}: retention.${name} must be a positive whole number of ms`);
+  }
+  if (kind.retention?.endedMs !== undefined && !kind.endedAt) throw new Error(`actor kind ${kind.name}: retention.endedMs needs endedAt`);
   return Object.freeze(kind);
 }

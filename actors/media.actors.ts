@@ -6,6 +6,14 @@ import { mediaRoomTimers } from '../machines/media-room/media-room.state.js';
 export const MEDIA_ROOM_KIND = 'media-room';
 
 /**
+ * media-plugin.md: "Session state and invitations are ephemeral". A room's state is durable while it is used (a node
+ * may restart under a meeting), not afterwards: its journal (who joined, raised a hand, was offered a seat) goes an
+ * hour after its events once a snapshot covers it, and a room empty for an hour goes whole, whatever the server keeps
+ * of other actors. The sweeps run every ten minutes (ended rooms) and hourly (journals), so "an hour" is at most two.
+ */
+export const MEDIA_ROOM_RETENTION = Object.freeze({ journalMs: 3600_000, endedMs: 3600_000 });
+
+/**
  * A room key: the Environment id, a dot, and the connection's context scope (media-plugin.md: `scope` matches
  * `^[A-Za-z0-9][A-Za-z0-9:_-]{0,95}$`, which has no dot, so the key splits back unambiguously).
  */
@@ -33,5 +41,6 @@ export function mediaRoomKind(changedByDeadline: (change: DeadlineChange) => voi
     timers: (snapshot) => mediaRoomTimers(snapshot.context),
     // An empty room's end; undone when someone joins. Retiring it loses nothing the next open does not set again.
     endedAt: (snapshot) => snapshot.context.emptySince ?? null,
+    retention: MEDIA_ROOM_RETENTION,
   });
 }

@@ -24,6 +24,7 @@ import { statusRoutes } from '../transport/http/routes/status.routes.js';
 import { operatorVerifier, opsRoutes } from '../transport/ops/ops.routes.js';
 import { closeApp, listenExclusive, uws, type TemplatedApp, type us_listen_socket } from '../transport/uws.js';
 import { mountWebSocketEndpoint, type MountedWebSocketEndpoint, type WebSocketEndpoint } from '../transport/ws/endpoint.js';
+import { retentionCutoffs } from './actor-retention.js';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './logger.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
@@ -209,23 +210,26 @@ export async function startServer(
       observer: metrics.sweeps,
     });
     cleanups.push(() => idempotencySweep.stop());
-    if (config.actorJournalRetentionDays > 0) {
+    const retentionDays = { journalDays: config.actorJournalRetentionDays, endedDays: config.actorEndedRetentionDays };
+    const cutoffsNow = () => retentionCutoffs(parts.kinds ?? [], retentionDays, clock.now());
+    const atStart = cutoffsNow();
+    if (atStart.journal) {
       const retention = new JournalRetention(storage.db);
-      const retentionMs = config.actorJournalRetentionDays * 24 * 3600_000;
-      // A cycle over every actor, 10 s a minute until it is through, then an hour's rest: retention counts in days.
-      const journalSweep = scheduleSweep('actor journal', (signal) => retention.sweep(clock.now() - retentionMs, 10_000, signal), {
-        intervalMs: 60_000,
-        restMs: 3600_000,
-        unfinishedIsNormal: true,
-        logger,
-        observer: metrics.sweeps,
-      });
+      // A cycle over every actor, 10 s a minute until it is through, then an hour's rest: retention counts in days
+      // (in hours for a kind that keeps less).
+      const journalSweep = scheduleSweep(
+        'actor journal',
+        (signal) => {
+          const { before, kinds } = cutoffsNow().journal!;
+          return retention.sweep(before, 10_000, signal, kinds);
+        },
+        { intervalMs: 60_000, restMs: 3600_000, unfinishedIsNormal: true, logger, observer: metrics.sweeps },
+      );
       cleanups.push(() => journalSweep.stop());
     }
-    if (config.actorEndedRetentionDays > 0) {
+    if (atStart.ended) {
       const retirement = new ActorRetirement(storage.db);
-      const retentionMs = config.actorEndedRetentionDays * 24 * 3600_000;
-      const retirementSweep = scheduleSweep('ended actors', (signal) => retirement.sweep(clock.now() - retentionMs, 10_000, signal), {
+      const retirementSweep = scheduleSweep('ended actors', (signal) => retirement.sweep(cutoffsNow().ended!, 10_000, signal), {
         intervalMs: 600_000,
         firstRunMs: 60_000,
         logger,

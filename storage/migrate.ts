@@ -22,6 +22,7 @@ import * as journalRetention0017 from './migrations/0017-journal-retention.js';
 import * as sweepIndexes0018 from './migrations/0018-sweep-indexes.js';
 import * as endedActors0019 from './migrations/0019-ended-actors.js';
 import * as codesBySession0020 from './migrations/0020-codes-by-session.js';
+import * as endedActorsByKind0021 from './migrations/0021-ended-actors-by-kind.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -48,6 +49,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0018-sweep-indexes': sweepIndexes0018,
   '0019-ended-actors': endedActors0019,
   '0020-codes-by-session': codesBySession0020,
+  '0021-ended-actors-by-kind': endedActorsByKind0021,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -8,15 +8,25 @@ import { sweepInTurn, type SweepOutcome } from '../sweep.js';
  */
 const ACTORS_PER_PASS = 500;
 
+/** What one retirement sweep removes: actors of every kind ended before `before`, and of some kinds earlier ones. */
+export interface RetirementCutoffs {
+  /** Every kind's cutoff (ms); none when the server keeps ended actors (ACTOR_ENDED_RETENTION_DAYS=0). */
+  readonly before?: number;
+  /** Kinds that keep theirs for less (ActorKind.retention.endedMs), each with its own cutoff (ms). */
+  readonly kinds?: ReadonlyArray<{ readonly kind: string; readonly before: number }>;
+}
+
 /**
  * The first statement of a pass: locks up to `limit` actors that ended before `before` (oldest end first, found by the
- * partial index of migration 0019) and removes their journal, returning the actors. SKIP LOCKED: two nodes sweeping at
- * once take different actors instead of queueing behind each other. Exported for the test that pins its plan.
+ * partial indexes of migrations 0019 and, for one `kind`, 0021) and removes their journal, returning the actors. SKIP
+ * LOCKED: two nodes sweeping at once take different actors instead of queueing behind each other. Exported for the
+ * test that pins its plan.
  */
-export function retireJournals(before: Date, limit: number) {
+export function retireJournals(before: Date, limit: number, kind?: string) {
+  const ofKind = kind === undefined ? sql`` : sql`AND kind = ${kind}`;
   return sql<{ kind: string; key: string }>`
     WITH due AS MATERIALIZED (
-      SELECT kind, key FROM actor_snapshots WHERE ended_at < ${before} ORDER BY ended_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+      SELECT kind, key FROM actor_snapshots WHERE ended_at < ${before} ${ofKind} ORDER BY ended_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
     ), journal AS (
       DELETE FROM actor_journal j USING due WHERE j.kind = due.kind AND j.key = due.key
     )
@@ -46,16 +56,24 @@ export class ActorRetirement {
     this.#actorsPerPass = options.actorsPerPass ?? ACTORS_PER_PASS;
   }
 
-  /** Retires actors that ended before `before` (ms), pass after pass for at most `budgetMs` or until `signal` aborts. */
-  sweep(before: number, budgetMs: number, signal?: AbortSignal): Promise<SweepOutcome> {
-    return sweepInTurn([(limit) => this.pass(before, limit)], { limit: this.#actorsPerPass, budgetMs, ...(signal ? { signal } : {}) });
+  /**
+   * Retires actors that ended before their cutoff (`before` ms, or per kind: RetirementCutoffs), pass after pass for
+   * at most `budgetMs` or until `signal` aborts.
+   */
+  sweep(cutoffs: number | RetirementCutoffs, budgetMs: number, signal?: AbortSignal): Promise<SweepOutcome> {
+    const { before, kinds = [] } = typeof cutoffs === 'number' ? { before: cutoffs } : cutoffs;
+    const passes = [
+      ...(before === undefined ? [] : [(limit: number) => this.pass(before, limit)]),
+      ...kinds.map(({ kind, before: kindBefore }) => (limit: number) => this.pass(kindBefore, limit, kind)),
+    ];
+    return sweepInTurn(passes, { limit: this.#actorsPerPass, budgetMs, ...(signal ? { signal } : {}) });
   }
 
-  /** One pass: at most `limit` actors that ended before `before` (ms). Answers how many were retired. */
-  async pass(before: number, limit = this.#actorsPerPass): Promise<number> {
+  /** One pass: at most `limit` actors (of `kind`, or any) that ended before `before` (ms). Answers how many were retired. */
+  async pass(before: number, limit = this.#actorsPerPass, kind?: string): Promise<number> {
     return this.#db.transaction().execute(async (trx) => {
       await sql`SELECT set_config('registry.actor_retirement', 'on', true)`.execute(trx);
-      const { rows } = await retireJournals(new Date(before), limit).execute(trx);
+      const { rows } = await retireJournals(new Date(before), limit, kind).execute(trx);
       if (rows.length === 0) return 0;
       // The rows are locked by this transaction since the first statement: nothing has changed them since.
       const removed = await sql`

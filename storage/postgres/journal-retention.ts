@@ -17,6 +17,10 @@ export interface RetentionPass {
   readonly cycleEnded: boolean;
 }
 
+/** Per kind, the cutoff (ms) of a kind whose journal goes sooner than the others': later than the sweep's own. */
+export type KindCutoffs = Readonly<Record<string, number>>;
+const NO_KIND_CUTOFFS: KindCutoffs = Object.freeze({});
+
 /** Segments one retention statement removes at most (and so one pass, before its page of actors counts as done). */
 const SEGMENTS_PER_PASS = 5_000;
 
@@ -33,7 +37,9 @@ const SEGMENTS_PER_PASS = 5_000;
  *   about three rows an actor, and no segment's JSON but those it looks at for the first young one. Once a cycle has
  *   caught up, a pass costs its page of actors, whatever the journal holds.
  */
-export function retentionPass(cursor: JournalCursor | undefined, before: number, actors: number, limit: number) {
+export function retentionPass(cursor: JournalCursor | undefined, before: number, actors: number, limit: number, kinds: KindCutoffs = NO_KIND_CUTOFFS) {
+  // A kind that keeps its journal for less (ActorKind.retention.journalMs) has a later cutoff of its own.
+  const cutoff = Object.keys(kinds).length === 0 ? sql`${before}` : sql`COALESCE((${JSON.stringify(kinds)}::jsonb ->> b.kind)::int8, ${before})`;
   const after = cursor ? sql`WHERE (kind, key) > (${cursor.kind}, ${cursor.key})` : sql``;
   return sql<{ planned: string; removed: string; actors: string; last_kind: string | null; last_key: string | null }>`
     WITH page AS MATERIALIZED (
@@ -52,7 +58,7 @@ export function retentionPass(cursor: JournalCursor | undefined, before: number,
              b.upto,
              (SELECT h.version FROM actor_journal h WHERE h.kind = b.kind AND h.key = b.key ORDER BY h.version DESC LIMIT 1),
              (SELECT y.version FROM actor_journal y
-               WHERE y.kind = b.kind AND y.key = b.key AND y.version < b.upto AND (y.events->0->>0)::int8 >= ${before}
+               WHERE y.kind = b.kind AND y.key = b.key AND y.version < b.upto AND (y.events->0->>0)::int8 >= ${cutoff}
                ORDER BY y.version LIMIT 1))
          ORDER BY x.version LIMIT ${limit}
       ) d
@@ -90,14 +96,15 @@ export class JournalRetention {
 
   /**
    * Passes on from where the last sweep stopped, for at most `budgetMs` (or until `signal` aborts), removing covered
-   * segments older than `before` (ms). `done`: a cycle over every actor ended in this sweep (the next sweep starts
-   * another); not done means only that the cycle goes on, not that rows fall due faster than they go.
+   * segments older than `before` (ms), or than their kind's (later) cutoff in `kinds`. `done`: a cycle over every actor
+   * ended in this sweep (the next sweep starts another); not done means only that the cycle goes on, not that rows
+   * fall due faster than they go.
    */
-  async sweep(before: number, budgetMs: number, signal?: AbortSignal): Promise<SweepOutcome> {
+  async sweep(before: number, budgetMs: number, signal?: AbortSignal, kinds: KindCutoffs = NO_KIND_CUTOFFS): Promise<SweepOutcome> {
     const deadline = performance.now() + budgetMs;
     let removed = 0;
     do {
-      const pass = await this.pass(this.#cursor, before);
+      const pass = await this.pass(this.#cursor, before, kinds);
       removed += pass.removed;
       this.#cursor = pass.next;
       if (pass.cycleEnded) return { removed, done: true };
@@ -109,11 +116,11 @@ export class JournalRetention {
    * One pass over the page of actors after `cursor`. A pass that removed as many segments as it may leaves the cursor
    * where it was (the page may hold more), so no actor is passed over with old segments left.
    */
-  async pass(cursor: JournalCursor | undefined, before: number): Promise<RetentionPass> {
+  async pass(cursor: JournalCursor | undefined, before: number, kinds: KindCutoffs = NO_KIND_CUTOFFS): Promise<RetentionPass> {
     return this.#db.transaction().execute(async (trx) => {
       // The journal's guard lets this transaction, and only for covered segments but the newest, delete (migration 0017).
       await sql`SELECT set_config('registry.journal_retention', 'on', true)`.execute(trx);
-      const { rows } = await retentionPass(cursor, before, this.#actorsPerPass, this.#segmentsPerPass).execute(trx);
+      const { rows } = await retentionPass(cursor, before, this.#actorsPerPass, this.#segmentsPerPass, kinds).execute(trx);
       const row = rows[0]!;
       const removed = Number(row.removed);
       // Planned, not removed: another node's pass may have removed some of them first, and the page is unfinished
