@@ -1,3 +1,4 @@
+import { unstorableTextAt } from '../storage/storable-text.js';
 import { hasFragment, hasUserinfo, type EnvironmentDirectory, type OidcClient } from './environments.js';
 import { CLIENT_SCOPES } from './oauth-grants.js';
 
@@ -24,26 +25,37 @@ type ParameterName = (typeof PARAMETER_NAMES)[number];
 /** The parameters of a request as sent, each once or (a malformed request) several times. */
 export type SentParameters = { readonly [N in ParameterName]?: string | readonly string[] | undefined };
 
-/** The parameters sent once, and the names of those sent more than once (which make the request invalid). */
-export interface SplitParameters {
-  readonly parameters: AuthorizationParameters;
+/** What makes a request malformed before its values are looked at: each names the parameters concerned. */
+export interface MalformedParameters {
+  /** Sent more than once. */
   readonly repeated: readonly ParameterName[];
+  /** Sent once, holding text Postgres cannot keep (U+0000): none of it may reach a statement. */
+  readonly unstorable: readonly ParameterName[];
+}
+
+/** The parameters sent once, and those that make the request malformed. */
+export interface SplitParameters extends MalformedParameters {
+  readonly parameters: AuthorizationParameters;
 }
 
 /**
- * Separates repeated parameters from the rest, so that a repeat can be answered like any other invalid request (RFC
- * 6749 4.1.2.1: by redirect, once the client and its redirect URI are known) rather than refused before the client
- * is even looked up. Unrecognised parameters are ignored (RFC 6749 3.1), repeated or not.
+ * Separates repeated parameters, and those holding text Postgres cannot keep, from the rest, so that either can be
+ * answered like any other invalid request (RFC 6749 4.1.2.1: by redirect, once the client and its redirect URI are
+ * known) rather than refused before the client is even looked up. Unrecognised parameters are ignored (RFC 6749
+ * 3.1), repeated or not, whatever they hold.
  */
 export function splitRepeated(sent: SentParameters): SplitParameters {
   const parameters: { [N in ParameterName]?: string } = {};
   const repeated: ParameterName[] = [];
+  const unstorable: ParameterName[] = [];
   for (const name of PARAMETER_NAMES) {
     const value = sent[name];
-    if (typeof value === 'string') parameters[name] = value;
-    else if (value !== undefined) repeated.push(name);
+    if (typeof value === 'string') {
+      parameters[name] = value;
+      if (unstorableTextAt(value) !== undefined) unstorable.push(name);
+    } else if (value !== undefined) repeated.push(name);
   }
-  return { parameters, repeated };
+  return { parameters, repeated, unstorable };
 }
 
 export interface AuthorizationRequest {
@@ -101,11 +113,15 @@ function isExactSpelling(url: URL, uri: string): boolean {
   return url.port === '' && uri === `${origin}:80${url.href.slice(origin.length)}`;
 }
 
-export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory, repeated: readonly ParameterName[] = []): Promise<AuthorizationCheck> {
+const WELL_FORMED: MalformedParameters = { repeated: [], unstorable: [] };
+
+export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory, malformed: MalformedParameters = WELL_FORMED): Promise<AuthorizationCheck> {
   const p = parameters;
+  const { repeated, unstorable } = malformed;
   // Which of several clients or redirect URIs was meant cannot be known, so neither is trusted with a redirect.
   if (repeated.includes('client_id')) return { kind: 'fatal', code: 'client_id_repeated', message: 'The request names its application more than once.' };
-  const client = p.client_id ? await directory.client(p.client_id) : undefined;
+  // Not looked up (the statement would fail): no registered client id holds such text.
+  const client = p.client_id && !unstorable.includes('client_id') ? await directory.client(p.client_id) : undefined;
   if (!client) return { kind: 'fatal', code: 'client_unknown', message: 'This application is not registered with the registry.' };
   if (repeated.includes('redirect_uri')) {
     return { kind: 'fatal', code: 'redirect_uri_repeated', message: 'The request names the address to return to more than once.' };
@@ -122,10 +138,16 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
     return { kind: 'fatal', code: 'redirect_uri_invalid', message: 'The address this application asked to return to is not registered for it.' };
   }
   const fail = (error: string, code: string, message: string): AuthorizationCheck => ({ kind: 'redirect_error', redirectUri, error, code, message, state: p.state });
+  // A repeated state is not echoed: which one the client would recognise is unknown. Nor is a state holding U+0000:
+  // it is not what a client sends, so not what it would recognise.
+  const echoedState = repeated.includes('state') || unstorable.includes('state') ? undefined : p.state;
   if (repeated.length > 0) {
-    // A repeated state is not echoed: which one the client would recognise is unknown.
     const message = `parameters sent more than once: ${repeated.join(' ')}`;
-    return { kind: 'redirect_error', redirectUri, error: 'invalid_request', code: 'parameter_repeated', message, state: repeated.includes('state') ? undefined : p.state };
+    return { kind: 'redirect_error', redirectUri, error: 'invalid_request', code: 'parameter_repeated', message, state: echoedState };
+  }
+  if (unstorable.length > 0) {
+    const message = `parameters holding U+0000: ${unstorable.join(' ')}`;
+    return { kind: 'redirect_error', redirectUri, error: 'invalid_request', code: 'parameter_unstorable', message, state: echoedState };
   }
   // OIDC Core 6.1 and 6.2: request objects are not supported, and an OP that gets one MUST say so rather than ignore
   // it: the client may have put its nonce, max_age or other parameters only there, and would believe them enforced.

@@ -206,7 +206,7 @@ export class HttpGateway {
       const principal = await this.#authenticate(route, incoming);
       if (route.rateLimit?.by === 'subject') this.#limit(route, `${route.operationId} ${principal.subject}`);
       const params = validate(route.params, match.params, 'path');
-      const query = validate(route.query, parseQuery(request.query), 'query', route.query === undefined);
+      const query = validate(route.query, parseQuery(request.query), 'query', route.query === undefined, route.handlesUnstorableQuery === true);
       const json = parseBody(route, request.headers, body);
       const payload = validate(route.body, json, 'body', route.body === undefined);
       const execute = async (): Promise<Reply> => {
@@ -526,9 +526,11 @@ function validate(
   value: unknown,
   part: ErrorDetail['in'],
   refuseAnything = false,
+  /** The route's handler answers unstorable text itself (`handlesUnstorableQuery`). */
+  unstorableAllowed = false,
 ): unknown {
   const where = part === 'body' ? 'request body' : `${part} parameters`;
-  const unstorable = unstorableTextAt(value);
+  const unstorable = unstorableAllowed ? undefined : unstorableTextAt(value);
   if (unstorable !== undefined) {
     throw new HttpError(400, 'validation_failed', `the ${where} did not validate`, { details: [unstorableTextDetail(unstorable, part)] });
   }

@@ -113,6 +113,13 @@ export interface RouteSpec<
   readonly errorFormat: ErrorFormat;
   readonly params?: PS;
   readonly query?: QS;
+  /**
+   * The handler answers query parameters holding text Postgres cannot keep (see storage/storable-text.ts) itself,
+   * instead of the gateway's 400 `validation_failed`: for an operation whose refusals take a form of their own (the
+   * OIDC authorization endpoint sends them back to the client's redirect URI). Such a handler must let none of that
+   * text reach a statement; parameters the query schema does not name are dropped before it runs.
+   */
+  readonly handlesUnstorableQuery?: boolean;
   /** Request body schema; a route without one refuses a non-empty body. */
   readonly body?: BS;
   /**

@@ -198,13 +198,17 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         'sent more than once) is shown as an error page and never redirected to. Other errors return to the redirect ' +
         'URI with `error`, `state` and `iss`: among them any other parameter sent more than once (`invalid_request`, ' +
         'code `parameter_repeated`; `state` is not echoed when it was the one repeated) and a missing `response_type` ' +
-        '(`invalid_request`; a value other than `code` is `unsupported_response_type`). The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
+        '(`invalid_request`; a value other than `code` is `unsupported_response_type`), and a parameter holding U+0000 ' +
+        '(`invalid_request`, code `parameter_unstorable`; such a `state` is not echoed; in `client_id` or `redirect_uri`, ' +
+        'the error page). The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
         'person to sign in with the desktop app (or, with `prompt=none`, returns `error=login_required`); with one it ' +
         'shows a consent form. With `prompt=none` it returns a code at once when the person already agreed to these ' +
         'scopes for this Environment client, and `consent_required` otherwise (always for the CLI client). Codes are ' +
         'single use and expire after 60 seconds.',
       credential: 'none',
       query: AuthorizationQuery,
+      // Text Postgres cannot keep is a malformed request like any other: back to a trusted client as invalid_request.
+      handlesUnstorableQuery: true,
       responses: {
         200: { description: 'Consent page.', text: html },
         303: { description: 'Back to the client with `code` or `error`.', headers: location },
@@ -212,8 +216,8 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         401: { description: 'No page session: the sign-in page.', text: html },
       },
       handler: async ({ query, headers, requestId }) => {
-        const { parameters, repeated } = splitRepeated(query);
-        const check = await checkAuthorization(parameters, deps.directory, repeated);
+        const sent = splitRepeated(query);
+        const check = await checkAuthorization(sent.parameters, deps.directory, sent);
         if (check.kind === 'fatal') return { status: 400, body: errorPage(check.message, { code: check.code, requestId }), headers: pageHeaders() };
         if (check.kind === 'redirect_error') {
           return { status: 303, body: undefined, headers: { location: redirectBack(check.redirectUri, deps.issuer(), { error: check.error, error_description: oauthDescription(check.message), state: check.state }) } };
