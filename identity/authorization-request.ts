@@ -16,9 +16,10 @@ export interface AuthorizationParameters {
   readonly max_age?: string | undefined;
   readonly request?: string | undefined;
   readonly request_uri?: string | undefined;
+  readonly id_token_hint?: string | undefined;
 }
 
-const PARAMETER_NAMES = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age', 'request', 'request_uri'] as const;
+const PARAMETER_NAMES = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age', 'request', 'request_uri', 'id_token_hint'] as const;
 
 type ParameterName = (typeof PARAMETER_NAMES)[number];
 
@@ -66,6 +67,8 @@ export interface AuthorizationRequest {
   readonly nonce: string | undefined;
   readonly codeChallenge: string;
   readonly promptNone: boolean;
+  /** `id_token_hint` (OIDC Core 3.1.2.1): whom the client expects to be signed in; sent without a value, absent. */
+  readonly idTokenHint: string | undefined;
   /** `max_age`: the oldest sign-in (page session) this request accepts, in seconds; null when not asked. */
   readonly maxAgeSeconds: number | null;
 }
@@ -178,7 +181,7 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   const maxAgeSeconds = p.max_age === undefined ? null : Number(p.max_age);
   return {
     kind: 'valid',
-    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none', maxAgeSeconds },
+    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none', idTokenHint: p.id_token_hint || undefined, maxAgeSeconds },
   };
 }
 

@@ -10,6 +10,7 @@ import { hashToken, newOpaqueToken } from './opaque-tokens.js';
 import type { RegistrySigningKeys } from './signing-keys.js';
 
 export const ACCESS_TOKEN_TYPE = 'at+jwt';
+export const ID_TOKEN_TYPE = 'JWT';
 export const ACCESS_TOKEN_TTL_S = 10 * 60;
 export const ID_TOKEN_TTL_S = 10 * 60;
 export const CODE_TTL_MS = 60_000;
@@ -468,6 +469,28 @@ export class OAuthGrants {
     return row !== undefined && scopes.every((s) => row.scopes.includes(s));
   }
 
+  /**
+   * What an `id_token_hint` (OIDC Core 3.1.2.1) says of `accountId`, the person signed in on the browser that asks
+   * `client`: `same` when it is an ID token this registry issued to `client` for that person, `other` when for someone
+   * else, `invalid` when it is no ID token this registry issued to `client`. Its age does not matter: it names whom the
+   * client expects, and a client renews silently after the ID token it holds has expired.
+   */
+  async idTokenHint(hint: string, client: OidcClient, accountId: string): Promise<'same' | 'other' | 'invalid'> {
+    let claims;
+    try {
+      claims = await this.#d.keys.verifySignature(hint, ID_TOKEN_TYPE);
+    } catch {
+      return 'invalid';
+    }
+    if (claims.iss !== this.#d.issuer() || claims.aud !== client.clientId || typeof claims.sub !== 'string') return 'invalid';
+    return claims.sub === this.#subjectFor(accountId, client.environmentId) ? 'same' : 'other';
+  }
+
+  /** Who an account is to a client: its pairwise actor id in an Environment, the account id elsewhere (the CLI). */
+  #subjectFor(accountId: string, environmentId: string | null): string {
+    return environmentId === null ? accountId : this.#d.directory.pairwiseActorId(accountId, environmentId);
+  }
+
   /** A management session for the Desktop Shell, made under a device assertion; its scopes come from the server. */
   async createDesktopSession(input: { accountId: string; accountEpoch: number; deviceId: string; scopes: readonly string[] }): Promise<{ grant: LiveGrant; accessToken: string }> {
     const now = this.#d.clock.now();
@@ -606,15 +629,14 @@ export class OAuthGrants {
    * second in the ID token of every Environment entered from that browser and would link their pairwise subjects.
    */
   async #idToken(grant: LiveGrant, client: OidcClient, nonce: string | null, authTime: Date | null): Promise<string> {
-    const subject = grant.kind === 'environment' ? this.#d.directory.pairwiseActorId(grant.accountId, grant.environmentId!) : grant.accountId;
     const signed = await this.#d.keys.sign(
       {
-        sub: subject,
+        sub: this.#subjectFor(grant.accountId, grant.kind === 'environment' ? grant.environmentId : null),
         azp: client.clientId,
         ...(nonce ? { nonce } : {}),
         ...(authTime ? { auth_time: Math.floor(authTime.getTime() / 1000) } : {}),
       },
-      { typ: 'JWT', issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
+      { typ: ID_TOKEN_TYPE, issuer: this.#d.issuer(), audience: client.clientId, expiresInSeconds: ID_TOKEN_TTL_S, clock: this.#d.clock },
     );
     return signed.token;
   }

@@ -1,5 +1,5 @@
 import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
-import { exportJWK, generateKeyPair, jwtVerify, createLocalJWKSet, type JWK, type JWTPayload } from 'jose';
+import { compactVerify, exportJWK, generateKeyPair, jwtVerify, createLocalJWKSet, type JWK, type JWTPayload } from 'jose';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
@@ -92,5 +92,17 @@ export class RegistrySigningKeys {
       currentDate: new Date(options.clock.now()),
     });
     return payload;
+  }
+
+  /**
+   * A token this registry signed, of type `typ`, whatever its claims say: the caller checks them. For a token that
+   * still means something once expired (an `id_token_hint` names a person however old it is).
+   */
+  async verifySignature(token: string, typ: string): Promise<JWTPayload> {
+    const { payload, protectedHeader } = await compactVerify(token, this.#verifyWith, { algorithms: ['ES256'] });
+    if (protectedHeader.typ !== typ) throw new Error(`the token is not of type ${typ}`);
+    const claims: unknown = JSON.parse(Buffer.from(payload).toString('utf8'));
+    if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) throw new Error('the token carries no claims object');
+    return claims as JWTPayload;
   }
 }

@@ -41,9 +41,12 @@ const authorizationParameters = {
     'sign-in on this browser (its page session) the client accepts. An older one is treated as none (`prompt=none`: ' +
     '`login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
   prompt:
-    '`none`: answer at once: `login_required` without a page session, `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
+    '`none`: answer at once: `login_required` without a page session (or with another person\'s than `id_token_hint` names), `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
   request: 'Not supported: refused with `request_not_supported` (OIDC Core 6.1).',
   request_uri: 'Not supported: refused with `request_uri_not_supported` (OIDC Core 6.2).',
+  id_token_hint:
+    'With `prompt=none` (OIDC Core 3.1.2.1): an ID token the registry issued to this client, of any age, naming whom the ' +
+    'client expects. Someone else signed in: `login_required`; not such an ID token: `invalid_request`. Not read without `prompt=none`.',
 } as const;
 
 type AuthorizationParameterName = keyof typeof authorizationParameters;
@@ -60,7 +63,7 @@ const AuthorizationQuery = z.object(parameterSchemas(() => z.union([z.string(), 
 
 const AuthorizationForm = apiSchema(
   'AuthorizationDecisionForm',
-  z.object(parameterSchemas(() => z.string())).omit({ prompt: true }).extend({
+  z.object(parameterSchemas(() => z.string())).omit({ prompt: true, id_token_hint: true }).extend({
     csrf: z.string().describe('The token the consent page carries.'),
     decision: z.enum(['allow', 'deny']),
   }),
@@ -203,7 +206,8 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         'the error page). The page uses the registry page session (`POST /v1/account/page-session`): without one it asks the ' +
         'person to sign in with the desktop app (or, with `prompt=none`, returns `error=login_required`); with one it ' +
         'shows a consent form. With `prompt=none` it returns a code at once when the person already agreed to these ' +
-        'scopes for this Environment client, and `consent_required` otherwise (always for the CLI client). Codes are ' +
+        'scopes for this Environment client, and `consent_required` otherwise (always for the CLI client); an ' +
+        '`id_token_hint` naming someone other than the person signed in is `login_required` (OIDC Core 3.1.2.1). Codes are ' +
         'single use and expire after 60 seconds.',
       credential: 'none',
       query: AuthorizationQuery,
@@ -232,6 +236,14 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
           return { status: 401, body: signInPage(requestId), headers: pageHeaders() };
         }
         if (request.promptNone) {
+          // OIDC Core 3.1.2.1: a silent answer only for the person the client expects, when it says whom.
+          const hint = request.idTokenHint === undefined ? 'same' : await deps.grants.idTokenHint(request.idTokenHint, request.client, session.accountId);
+          if (hint !== 'same') {
+            const error = hint === 'other'
+              ? { error: 'login_required', error_description: 'someone other than the person named by id_token_hint is signed in' }
+              : { error: 'invalid_request', error_description: 'id_token_hint is not an ID token the registry issued to this client' };
+            return { status: 303, body: undefined, headers: { location: redirectBack(request.redirectUri, deps.issuer(), { ...error, state: request.state }) } };
+          }
           // Silent renewal only for what the person already agreed to on this page, and never for the CLI client: any
           // local process can listen on a loopback port, so a CLI sign-in always shows the person the consent page.
           const agreed = request.client.kind !== 'cli' && (await deps.grants.hasConsent(session.accountId, request.client.clientId, request.scopes));
