@@ -67,7 +67,7 @@ export interface AuthorizationRequest {
   readonly nonce: string | undefined;
   readonly codeChallenge: string;
   readonly promptNone: boolean;
-  /** `id_token_hint` (OIDC Core 3.1.2.1): whom the client expects to be signed in; sent without a value, absent. */
+  /** `id_token_hint` (OIDC Core 3.1.2.1): whom the client expects to be signed in. */
   readonly idTokenHint: string | undefined;
   /** `max_age`: the oldest sign-in (page session) this request accepts, in seconds; null when not asked. */
   readonly maxAgeSeconds: number | null;
@@ -118,8 +118,13 @@ function isExactSpelling(url: URL, uri: string): boolean {
 
 const WELL_FORMED: MalformedParameters = { repeated: [], unstorable: [] };
 
+/** RFC 6749 3.1: "Parameters sent without a value MUST be treated as if they were omitted from the request." */
+function withoutEmpty(parameters: AuthorizationParameters): AuthorizationParameters {
+  return Object.fromEntries(Object.entries(parameters).filter(([, value]) => value !== undefined && value !== ''));
+}
+
 export async function checkAuthorization(parameters: AuthorizationParameters, directory: EnvironmentDirectory, malformed: MalformedParameters = WELL_FORMED): Promise<AuthorizationCheck> {
-  const p = parameters;
+  const p = withoutEmpty(parameters);
   const { repeated, unstorable } = malformed;
   // Which of several clients or redirect URIs was meant cannot be known, so neither is trusted with a redirect.
   if (repeated.includes('client_id')) return { kind: 'fatal', code: 'client_id_repeated', message: 'The request names its application more than once.' };
@@ -181,7 +186,7 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   const maxAgeSeconds = p.max_age === undefined ? null : Number(p.max_age);
   return {
     kind: 'valid',
-    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none', idTokenHint: p.id_token_hint || undefined, maxAgeSeconds },
+    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none', idTokenHint: p.id_token_hint, maxAgeSeconds },
   };
 }
 

@@ -197,7 +197,7 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       path: '/v1/oidc/authorize',
       summary: 'Authorization endpoint (registry page)',
       description:
-        'Authorization Code with PKCE (S256 only). An unknown client or a redirect URI not registered for it (or either ' +
+        'Authorization Code with PKCE (S256 only). A parameter sent without a value counts as omitted (RFC 6749 3.1). An unknown client or a redirect URI not registered for it (or either ' +
         'sent more than once) is shown as an error page and never redirected to. Other errors return to the redirect ' +
         'URI with `error`, `state` and `iss`: among them any other parameter sent more than once (`invalid_request`, ' +
         'code `parameter_repeated`; `state` is not echoed when it was the one repeated) and a missing `response_type` ' +
