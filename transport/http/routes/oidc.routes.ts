@@ -339,6 +339,8 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
             headers: { 'www-authenticate': 'Basic realm="registry"' },
           });
         }
+        // RFC 6749 3.1: a parameter sent without a value counts as omitted; omitted, the form's schema refuses it.
+        if (body.grant_type === '') throw new HttpError(400, 'grant_type_required', 'grant_type is required');
         const client = body.client_id ? await deps.directory.client(body.client_id) : undefined;
         if (!client) throw new HttpError(401, 'client_unknown', 'client_id names no registered client', { oauthError: 'invalid_client' });
         if (body.grant_type === 'authorization_code') {
