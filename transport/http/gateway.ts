@@ -158,7 +158,9 @@ export class HttpGateway {
     let allowedOrigin: string | undefined;
     // uWS hands the body bytes that arrive before onData is set to nobody: reading starts here, before the first await
     // (the origin lookup below may query Postgres); a refusal of the body (413) is answered where it is awaited.
-    const bodyRead = match.kind === 'found' ? readBody(res, request.headers, match.route.maxBodyBytes ?? this.#options.maxBodyBytes, state) : undefined;
+    // Framing uWS read leniently is refused before anything else; its body is not read (the connection closes).
+    const framing = framingRefusal(request.headers);
+    const bodyRead = match.kind === 'found' && framing === undefined ? readBody(res, request.headers, match.route.maxBodyBytes ?? this.#options.maxBodyBytes, state) : undefined;
     bodyRead?.catch(() => {});
     // Returns early (preflight, an aborted body read) or with the route's reply; a throw becomes an error reply below.
     const dispatch = async (): Promise<Reply | undefined> => {
@@ -166,6 +168,14 @@ export class HttpGateway {
       // (an OAuth body on the token endpoint).
       if (match.kind === 'found') format = match.route.errorFormat;
       else if (match.kind === 'method_not_allowed') format = match.errorFormat ?? format;
+      if (framing !== undefined) {
+        // Answered once uWS has parsed what it received with this request: a `Connection: close` answer written while
+        // uWS parses (inside its cork) leaves the connection open, and uWS goes on to serve the bytes behind it as the
+        // next request. Past the parse, a request found behind this one has made uWS drop the connection unanswered;
+        // otherwise the answer goes out and the connection closes.
+        await new Promise((resolve) => setImmediate(resolve));
+        throw framing;
+      }
       // Decided before anything runs: a lookup failure must refuse the request, not hide a result it produced.
       if (cors && request.headers.origin !== undefined) {
         // A preflight of a Runtime call is part of that call: an outage answers with the Runtime's code too.
@@ -410,6 +420,36 @@ function toStored(rendered: ReturnType<typeof renderError>): StoredResult {
   };
 }
 
+/**
+ * A request whose framing uWS reads more leniently than RFC 9112 allows, refused with `Connection: close`: of
+ * Content-Length values that differ uWS takes the first, and of a Transfer-Encoding it only looks for `chunked`
+ * anywhere in it, decoding the chunks and leaving any other coding undone. A proxy in front that reads such framing
+ * the other way ends the request elsewhere, and the bytes in between become a request of their own (smuggling).
+ * RFC 9112 6.3: differing lengths are a 400; 6.1: chunked must be the last coding, applied once. A coding the server
+ * does not apply is a 400 too (RFC 9112 suggests 501, which no operation of the API document declares). A list of one
+ * length repeated is that length.
+ */
+function framingRefusal(headers: Readonly<Record<string, string>>): HttpError | undefined {
+  const close = { connection: 'close' };
+  const length = headers['content-length'];
+  if (length !== undefined && length.includes(',')) {
+    const values = length.split(',').map((value) => value.trim());
+    if (values.some((value) => value !== values[0])) {
+      return new HttpError(400, 'content_length_invalid', 'the request has Content-Length values that differ', { headers: close });
+    }
+  }
+  const coding = headers['transfer-encoding'];
+  if (coding === undefined) return undefined;
+  const codings = coding.split(',').map((c) => c.trim().toLowerCase());
+  if (codings.at(-1) !== 'chunked' || codings.indexOf('chunked') !== codings.length - 1) {
+    return new HttpError(400, 'transfer_coding_invalid', 'Transfer-Encoding must end with chunked, applied once', { headers: close });
+  }
+  if (codings.length > 1) {
+    return new HttpError(400, 'transfer_coding_unsupported', 'the only transfer coding this server applies is chunked', { headers: close });
+  }
+  return undefined;
+}
+
 /** Reads the body under `limit` bytes; refuses early on a declared Content-Length above it. */
 function readBody(
   res: HttpResponse,
@@ -422,7 +462,8 @@ function readBody(
   if (!chunked && (declared === undefined || declared === '0')) return Promise.resolve(Buffer.alloc(0));
   const tooLarge = (): HttpError =>
     new HttpError(413, 'body_too_large', `the request body exceeds ${limit} bytes`, { headers: { connection: 'close' } });
-  if (declared !== undefined && Number(declared) > limit) return Promise.reject(tooLarge());
+  // A repeated length reaches here only when every value is the same (framingRefusal).
+  if (declared !== undefined && Number(declared.split(',')[0]) > limit) return Promise.reject(tooLarge());
   return new Promise((resolve, reject) => {
     // A client gone mid-body sends no more data: without this the request would stay in flight forever (and every
     // drain would wait out its timeout). The caller checks `aborted` right after.

@@ -23,7 +23,9 @@ const DESCRIPTION = `Public \`/v1\` API of the registry service.
 \`X-Request-Id\` header of every response. A malformed body is \`400 malformed_json\`, an unknown member or parameter
 \`400 validation_failed\` (with \`errors\`/\`details\` naming each one by JSON Pointer), as is any string or member
 name holding U+0000 or an unpaired UTF-16 surrogate, in path, query or body (detail code \`unstorable_text\`), a body over the limit
-\`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`.
+\`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`. A request whose framing
+is ambiguous (\`Content-Length\` values that differ, a \`Transfer-Encoding\` other than \`chunked\`) is \`400\`
+(\`content_length_invalid\`, \`transfer_coding_invalid\`, \`transfer_coding_unsupported\`) and its connection closed.
 A \`503\` (\`Retry-After\` set) means the request was not applied and may be retried.
 
 **Cross-origin calls.** The Runtime's browser calls (the Runtime operations taking a runtime token or session) and
