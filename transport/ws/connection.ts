@@ -214,6 +214,21 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     if (this.#outbox.length > 0) this.#flush();
   }
 
+  /**
+   * Called when uWS has answered a client's ping: the pong queues like any frame, behind whatever the client has not
+   * read, but goes around `send`. A client that pings and never reads would otherwise grow that queue without bound
+   * (uWS's own limit is off, see the endpoint), so the backlog is checked here as after a flush; false when closed.
+   */
+  pinged(): boolean {
+    const socket = this.#socket;
+    if (!socket) return false;
+    const buffered = socket.getBufferedAmount();
+    if (buffered - this.#oversize <= this.#limits.maxBackpressureBytes) return true;
+    this.logger.warn({ bufferedBytes: buffered }, 'closing slow consumer (unread pongs)');
+    this.close(CloseCode.slowConsumer, 'slow consumer');
+    return false;
+  }
+
   /** Hands the queued frames to uWS in one corked write; false when that left the client over the limit (closed). */
   #flush(): boolean {
     const socket = this.#socket;

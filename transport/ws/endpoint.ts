@@ -25,8 +25,9 @@
  *         connection (the client sees 1006). So uWS's limit is set to twice ours and we close with a proper 1009 in
  *         between; beyond that uWS's cut stands, and onClose and the observer are told 1009 all the same.
  *   1011  onOpen failed: the connection has no state to be served from.
- *   4008  slow consumer: a send left more than maxBackpressureBytes queued for a client that does not read (behind
- *         any one message larger than that, which a reading client still gets whole). Closing is
+ *   4008  slow consumer: a send, or the pong uWS answers a ping with, left more than maxBackpressureBytes queued for
+ *         a client that does not read (behind any one message larger than that, which a reading client still gets
+ *         whole). Closing is
  *         the only way to keep server memory bounded; the client must reconnect and resynchronise. (4000 + 408.)
  *         The close frame queues behind the unread data, so such a client usually sees 1006; onClose and the
  *         observer get 4008.
@@ -323,8 +324,9 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     compression: uws.DISABLED,
     maxPayloadLength: endpoint.maxMessageBytes * UWS_PAYLOAD_FACTOR,
     // No limit of uWS's own: it would drop every frame sent while one larger than the limit drains, which the
-    // connection allows (see WsConnection's flush). Every frame but uWS's pings goes through conn.send, which closes a
-    // slow consumer with 4008; pings are a few bytes per idle period.
+    // connection allows (see WsConnection's flush). Every frame but uWS's pings and pongs goes through conn.send, which
+    // closes a slow consumer with 4008; pings are a few bytes per idle period, and the pongs uWS answers a client's
+    // pings with are counted in `ping` below (a client may send as many pings as it likes).
     maxBackpressure: 0,
     idleTimeout: endpoint.idleTimeoutSeconds,
     sendPingsAutomatically: true,
@@ -358,6 +360,9 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       const socket = ws.getUserData();
       receive(socket, payload, isBinary);
       socket.connection.flush();
+    },
+    ping(ws: WebSocket<SocketData<TUser, TOut>>) {
+      ws.getUserData().connection.pinged();
     },
     drain(ws: WebSocket<SocketData<TUser, TOut>>) {
       ws.getUserData().connection.logger.trace({ bufferedBytes: ws.getBufferedAmount() }, 'drained');
