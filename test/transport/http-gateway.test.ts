@@ -269,10 +269,17 @@ test('invalid UTF-8 body: 400 malformed_json', async () => {
   assertApiError(await jsonOf(res), 400, 'malformed_json', res.headers.get('x-request-id'));
 });
 
-test('wrong content type: 415 unsupported_media_type', async () => {
+test('wrong content type: 415 unsupported_media_type; JSON is recognised as RFC 9110 spells it (any case, charset quoted or not)', async () => {
   const res = await post('/v1/test/echo', 'name=x', { 'content-type': 'application/x-www-form-urlencoded' });
   assert.is(res.status, 415);
   assertApiError(await jsonOf(res), 415, 'unsupported_media_type', res.headers.get('x-request-id'));
+  const latin1 = await post('/v1/test/echo', '{"name":"x"}', { 'content-type': 'application/json; charset=iso-8859-1' });
+  assert.is(latin1.status, 415, 'a charset other than UTF-8');
+  // RFC 9110 5.6.6 and 8.3.1: a parameter value is the same quoted or not; type, subtype and parameter name ignore case.
+  for (const type of ['application/json; charset="utf-8"', 'Application/JSON;Charset="UTF-8"', 'application/json;charset=utf-8']) {
+    const accepted = await post('/v1/test/echo', '{"name":"x"}', { 'content-type': type });
+    assert.is(accepted.status, 200, type);
+  }
 });
 
 test('oversized body by Content-Length: 413 before reading it', async () => {

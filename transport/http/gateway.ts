@@ -39,7 +39,8 @@ const CORS_ALLOWED_HEADERS = 'authorization, content-type, if-match, idempotency
 const CORS_EXPOSED_HEADERS = 'etag, retry-after, x-request-id, idempotent-replayed, www-authenticate';
 const CORS_MAX_AGE_S = 600;
 
-const JSON_TYPE = /^application\/(?:[a-z0-9.+-]+\+)?json\s*(?:;\s*charset=utf-8\s*)?$/i;
+/** RFC 9110 8.3.1, 5.6.6: type, subtype and parameter name in any case, and the charset's value quoted or not. */
+const JSON_TYPE = /^application\/(?:[a-z0-9.+-]+\+)?json\s*(?:;\s*charset=(?:utf-8|"utf-8")\s*)?$/i;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Response headers every API answer carries. */
@@ -538,7 +539,7 @@ function refuseProtoName(name: string, part: ErrorDetail['in']): void {
   });
 }
 
-const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;\s*charset=utf-8\s*)?$/i;
+const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;\s*charset=(?:utf-8|"utf-8")\s*)?$/i;
 
 function parseForm(type: string | undefined, body: Buffer): Record<string, string> {
   if (type === undefined || !FORM_TYPE.test(type)) {
