@@ -144,4 +144,18 @@ test('chunked in any letter case, alone, is read as before', async () => {
   }
 });
 
+test('a body sent to no operation (404, 405) is not read: the answer closes the connection instead of reading what may be gigabytes', async () => {
+  const head = (path: string, method = 'POST') => `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{"name":`;
+  for (const [request, status] of [[head('/v1/test/nowhere'), '404'], [head('/v1/test/framing-items/x', 'PUT'), '405']] as const) {
+    const { text, closed } = await exchange(request, 3_000);
+    assert.ok(text.startsWith(`HTTP/1.1 ${status}`), text);
+    assert.match(text.toLowerCase(), /\r\nconnection: close\r\n/);
+    assert.ok(closed, `${status}: the connection stayed open, reading the body`);
+  }
+  // Without a body, the connection is kept as usual.
+  const { text, closed } = await exchange('GET /v1/test/nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 1_000);
+  assert.ok(text.startsWith('HTTP/1.1 404'), text);
+  assert.is(closed, false);
+});
+
 test.run();

@@ -190,10 +190,16 @@ export class HttpGateway {
           headers: { 'retry-after': '1', connection: 'close' },
         });
       }
-      if (match.kind === 'not_found') throw new HttpError(404, 'route_not_found', `no route ${request.method} ${request.path}`, { family: 'catalog' });
+      // A body sent to no operation is not read: uWS would read it to its end, however long, to find the next request.
+      // The refusal closes the connection instead, answered past uWS's parse like a framing refusal (see above).
+      const unread = match.kind !== 'found' && hasBody(request.headers) ? { connection: 'close' } : undefined;
+      if (unread) await new Promise((resolve) => setImmediate(resolve));
+      if (match.kind === 'not_found') {
+        throw new HttpError(404, 'route_not_found', `no route ${request.method} ${request.path}`, { family: 'catalog', ...(unread ? { headers: unread } : {}) });
+      }
       if (match.kind === 'bad_path') {
         format = match.errorFormat;
-        throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding');
+        throw new HttpError(400, 'path_invalid', 'the path has an invalid percent-encoding', unread ? { headers: unread } : {});
       }
       if (match.kind === 'method_not_allowed') {
         format = match.errorFormat ?? format;
@@ -201,7 +207,7 @@ export class HttpGateway {
         if (allowed.includes('GET')) allowed.push('HEAD');
         if (!(cors && request.method === 'OPTIONS')) {
           throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
-            headers: { allow: allowed.join(', ') },
+            headers: { allow: allowed.join(', '), ...unread },
           });
         }
         operation = 'corsPreflight';
@@ -451,6 +457,12 @@ function framingRefusal(headers: Readonly<Record<string, string>>): HttpError | 
   return undefined;
 }
 
+/** Whether the request says a body follows (a length above 0, or chunks). */
+function hasBody(headers: Readonly<Record<string, string>>): boolean {
+  const declared = headers['content-length'];
+  return /chunked/i.test(headers['transfer-encoding'] ?? '') || (declared !== undefined && declared !== '0');
+}
+
 /** Reads the body under `limit` bytes; refuses early on a declared Content-Length above it. */
 function readBody(
   res: HttpResponse,
@@ -458,9 +470,8 @@ function readBody(
   limit: number,
   state: RequestState,
 ): Promise<Buffer> {
+  if (!hasBody(headers)) return Promise.resolve(Buffer.alloc(0));
   const declared = headers['content-length'];
-  const chunked = /chunked/i.test(headers['transfer-encoding'] ?? '');
-  if (!chunked && (declared === undefined || declared === '0')) return Promise.resolve(Buffer.alloc(0));
   const tooLarge = (): HttpError =>
     new HttpError(413, 'body_too_large', `the request body exceeds ${limit} bytes`, { headers: { connection: 'close' } });
   // A repeated length reaches here only when every value is the same (framingRefusal).
