@@ -207,7 +207,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       const answer = (result: Record<string, unknown>): void => void conn.send({ type: 'response', id: message.id, ok: true, result });
       const fail = (code: string, text: string, err?: unknown): void => {
         const requestId = conn.newRequestId();
-        if (err === undefined) conn.logger.info({ requestId, code, request: message.type }, 'media request refused');
+        // A refusal is the client's doing (debug, as the gateway's): up to requestsPerMinute a connection otherwise.
+        if (err === undefined) conn.logger.debug({ requestId, code, request: message.type }, 'media request refused');
         else conn.logger.error({ requestId, err, request: message.type }, 'media request failed');
         conn.send({ type: 'response', id: message.id, ok: false, error: { code, message: text, requestId } });
       };

@@ -256,8 +256,11 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     upgrading.now = false;
   }
 
-  /** Sends an in-band error under a request id of its own, logged with the same id. */
-  function refuseMessage(conn: EndpointConnection<TUser, TOut>, error: Omit<WsError, 'requestId'>, log: { level: 'info' | 'error'; msg: string; err?: unknown }): void {
+  /**
+   * Sends an in-band error under a request id of its own, logged with the same id. Log levels as the gateway's for HTTP: a message refused for the client's doing is debug (a socket may send 200 a
+   * second, and an info line each let any client fill the logs); the server's own failures are warn or error.
+   */
+  function refuseMessage(conn: EndpointConnection<TUser, TOut>, error: Omit<WsError, 'requestId'>, log: { level: 'debug' | 'info' | 'warn' | 'error'; msg: string; err?: unknown }): void {
     const requestId = conn.newRequestId();
     conn.logger[log.level]({ requestId, code: error.code, ...(log.err === undefined ? {} : { err: log.err }) }, log.msg);
     conn.sendError({ ...error, requestId });
@@ -265,7 +268,8 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
 
   function handlerFailed(conn: EndpointConnection<TUser, TOut>, error: unknown): void {
     if (error instanceof HttpError) {
-      refuseMessage(conn, { code: error.code, message: error.message, ...detailsOf(error.details) }, { level: 'info', msg: 'message handler refused the message' });
+      const level = error.status >= 500 ? 'warn' : 'debug';
+      refuseMessage(conn, { code: error.code, message: error.message, ...detailsOf(error.details) }, { level, msg: 'message handler refused the message', ...(level === 'warn' ? { err: error } : {}) });
       return;
     }
     refuseMessage(conn, { code: 'internal_error', message: 'the server failed to handle the message' }, { level: 'error', msg: 'message handler failed', err: error });
@@ -300,20 +304,20 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     }
     const unstorable = unstorableTextAt(decoded);
     if (unstorable !== undefined) {
-      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [unstorableTextDetail(unstorable, 'body')] }, { level: 'info', msg: 'message refused' });
+      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [unstorableTextDetail(unstorable, 'body')] }, { level: 'debug', msg: 'message refused' });
       return;
     }
     // JSON.parse makes `__proto__` an own member that the schema never sees (msgpack's decoder refuses the key itself).
     const proto = !codec.binary && maySpellProto(Buffer.from(payload)) ? protoMemberAt(decoded) : undefined;
     if (proto !== undefined) {
       const detail = { pointer: proto, in: 'body' as const, code: 'unrecognized', message: '`__proto__` is not a member name any message takes' };
-      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [detail] }, { level: 'info', msg: 'message refused' });
+      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details: [detail] }, { level: 'debug', msg: 'message refused' });
       return;
     }
     const parsed = endpoint.inbound.safeParse(decoded);
     if (!parsed.success) {
       const details = parsed.error.issues.map((issue) => issueDetail(issue));
-      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details }, { level: 'info', msg: 'message refused' });
+      refuseMessage(conn, { code: 'validation_failed', message: 'the message did not validate', details }, { level: 'debug', msg: 'message refused' });
       return;
     }
     const data = parsed.data;
