@@ -46,10 +46,11 @@ test('GET /v1/oidc/authorize with a repeated client_id: its 400 (the error page)
 });
 
 test('GET /v1/oidc/authorize with U+0000 in the query: its 400 body media type is declared in the OpenAPI document', async () => {
+  // The operation answers such text itself (an error page here: no client to send it back to).
   const res = await fetch(`${server.url}/v1/oidc/authorize?state=%00`);
-  const body = (await res.json()) as { errors?: Array<{ code: string }> };
   assert.is(res.status, 400);
-  assert.is(body.errors?.[0]?.code, 'unstorable_text');
+  assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+  await res.arrayBuffer();
   assertDeclared('get', '/v1/oidc/authorize', res.status, res.headers.get('content-type'));
 });
 
