@@ -73,16 +73,26 @@ export class ReviewerAuthorities {
     });
   }
 
-  async issueCapability(accountId: string, deviceId: string): Promise<{ id: string; token: string; expiresAt: number }> {
-    const now = this.#clock.now();
-    const secret = newOpaqueToken('rhc');
-    const id = newId('hcap');
-    const expiresAt = now + HOST_CAPABILITY_TTL_MS;
-    await this.#db
-      .insertInto('review_host_capabilities')
-      .values({ id, secret_hash: secret.hash, account_id: accountId, device_id: deviceId, created_at: new Date(now), expires_at: new Date(expiresAt) })
-      .execute();
-    return { id, token: secret.token, expiresAt };
+  /**
+   * Issues a capability to one device of an account holding reviewer authority; undefined when it holds none. The
+   * authority is read under a share lock in the issuing transaction, so a revocation (which deletes that row, then ends
+   * the account's capabilities) either waits for the issuance and ends its capability too, or commits first and the
+   * issuance finds no authority: a capability never outlives the revocation it raced.
+   */
+  async issueCapability(accountId: string, deviceId: string): Promise<{ id: string; token: string; expiresAt: number } | undefined> {
+    return this.#db.transaction().execute(async (trx) => {
+      const held = await trx.selectFrom('reviewer_authorities').select('account_id').where('account_id', '=', accountId).forShare().executeTakeFirst();
+      if (!held) return undefined;
+      const now = this.#clock.now();
+      const secret = newOpaqueToken('rhc');
+      const id = newId('hcap');
+      const expiresAt = now + HOST_CAPABILITY_TTL_MS;
+      await trx
+        .insertInto('review_host_capabilities')
+        .values({ id, secret_hash: secret.hash, account_id: accountId, device_id: deviceId, created_at: new Date(now), expires_at: new Date(expiresAt) })
+        .execute();
+      return { id, token: secret.token, expiresAt };
+    });
   }
 
   /** The capability a secret names, live or not (releasing an ended one is still an exact, answerable request). */

@@ -42,10 +42,9 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       responses: { 201: { description: 'Issued.', schema: IssuedReviewHostCapability } },
       handler: async ({ principal }) => {
         const caller = principalAs(principal, 'deviceAssertion');
-        if (!(await deps.reviewers.holds(caller.accountId))) {
-          throw new HttpError(403, 'reviewer_authority_required', 'this account holds no reviewer authority', { family: 'account_policy' });
-        }
+        // Checked and issued in one transaction (see issueCapability): a revocation racing it never leaves it live.
         const issued = await deps.reviewers.issueCapability(caller.accountId, caller.deviceId);
+        if (!issued) throw new HttpError(403, 'reviewer_authority_required', 'this account holds no reviewer authority', { family: 'account_policy' });
         return {
           status: 201,
           body: { capabilityId: issued.id, capability: issued.token, deviceId: caller.deviceId, expiresAt: new Date(issued.expiresAt).toISOString() },
