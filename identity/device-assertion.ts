@@ -289,11 +289,6 @@ export class DeviceAssertionVerifier {
     }
     const device = await this.#lookup(kid);
     if (!device) throw refuse('device_unknown', 'the assertion names no enrolled device');
-    if (device.status === 'removed') throw refuse('device_removed', 'this device was removed from its account');
-    const status = device.status;
-    if (status === 'pending' && !options.allowPending) {
-      throw refuse('device_not_enrolled', 'this device has not completed its enrolment');
-    }
     let payload: AssertionPayload;
     try {
       const signature = parts[2]!;
@@ -302,6 +297,13 @@ export class DeviceAssertionVerifier {
       payload = jsonObjectPart(parts[1]!);
     } catch {
       throw refuse('device_assertion_invalid', 'the device assertion signature does not verify');
+    }
+    // After the signature: a device's status is told only to its key's holder, never to whoever learnt its id (the
+    // `kid` of any assertion it made) and sends a forged one to probe whether it was removed or is still pending.
+    if (device.status === 'removed') throw refuse('device_removed', 'this device was removed from its account');
+    const status = device.status;
+    if (status === 'pending' && !options.allowPending) {
+      throw refuse('device_not_enrolled', 'this device has not completed its enrolment');
     }
     const target = request.query ? `${request.path}?${request.query}` : request.path;
     if (payload.htm !== request.method || payload.htu !== target) {
