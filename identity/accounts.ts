@@ -7,6 +7,7 @@ import type { AccountContext } from '../machines/account/account.machine.js';
 import type { AccountEmitted, AccountRefusalCode, DevicePublicKey } from '../machines/account/account.events.js';
 import type { AccountHandleContext, AccountHandleEmitted } from '../machines/account-handle/account-handle.machine.js';
 import type { DeviceEmitted } from '../machines/device/device.machine.js';
+import { clientBucket } from '../transport/http/client-address.js';
 import { HttpError } from '../transport/http/errors.js';
 import { DeviceKeyCache } from './device-keys.js';
 import type { DeviceKeyLookup } from './device-assertion.js';
@@ -56,7 +57,10 @@ export class Accounts {
     this.#clock = clock;
   }
 
-  /** `clientAddress`: where the request came from; the account keeps only a digest, to share its approval list fairly. */
+  /**
+   * `clientAddress`: where the request came from; the account keeps only a digest of its bucket (an IPv4 address or
+   * an IPv6 /64: clientBucket), to share its approval list fairly.
+   */
   async startEnrolment(input: { handle: string; deviceName: string; publicKey: DevicePublicKey; thumbprint: string; clientAddress: string }): Promise<EnrolmentStarted> {
     const enrolmentId = newId('enr');
     const deviceId = newId('dev');
@@ -67,7 +71,7 @@ export class Accounts {
       device: { id: deviceId, name: input.deviceName, publicKey: input.publicKey, thumbprint: input.thumbprint },
       nonceHash: sha256(nonce),
       expiresAt,
-      requester: sha256(input.clientAddress).slice(0, 22),
+      requester: sha256(clientBucket(input.clientAddress)).slice(0, 22),
     };
     const newAccountId = newId('acc');
     // The reservation outlives the enrolment by a margin, so a crash between completing the account and binding the

@@ -6,6 +6,7 @@ import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-s
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
+import { clientBucket } from './client-address.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
@@ -216,7 +217,7 @@ export class HttpGateway {
       const route = match.route;
       operation = route.operationId;
       format = route.errorFormat;
-      if (route.rateLimit?.by === 'address') this.#limit(route, `${route.operationId} ${request.remoteAddress}`);
+      if (route.rateLimit?.by === 'address') this.#limit(route, `${route.operationId} ${clientBucket(request.remoteAddress)}`);
       const body = await bodyRead!;
       if (state.aborted) return undefined;
       const incoming: IncomingRequest = { ...request, body };
