@@ -77,12 +77,16 @@ export class BrowserSessions {
    * the browser of the page session it carries. They differ when sessions were made by requests that carried no
    * browser cookie (a browser's first page and console sessions made at once each name the browser afresh): the
    * browser holds sessions of each, and its logout must end them all. Sorted, so concurrent logouts take them in one
-   * order.
+   * order. The browser cookie is no credential (anyone can send any value), so the browser it names counts only when
+   * it holds a session of the caller's account: otherwise anyone who learnt a browser's id could log it out.
    */
-  async browsersOfLogout(headers: Readonly<Record<string, string>>, consoleBrowserId: string): Promise<string[]> {
+  async browsersOfLogout(headers: Readonly<Record<string, string>>, consoleBrowserId: string, accountId: string): Promise<string[]> {
     const ids = new Set([consoleBrowserId]);
     const named = readCookie(headers, BROWSER_COOKIE);
-    if (named && BROWSER_ID.test(named)) ids.add(named);
+    if (named && named !== consoleBrowserId && BROWSER_ID.test(named)) {
+      const ours = await this.#db.selectFrom('browser_sessions').select('id').where('browser_id', '=', named).where('account_id', '=', accountId).limit(1).executeTakeFirst();
+      if (ours) ids.add(named);
+    }
     const page = readCookie(headers, PAGE_COOKIE);
     if (page !== undefined && page.length <= 128) {
       // Ended or not: whatever the page session authorized in this browser (Environment grants) may still be live.

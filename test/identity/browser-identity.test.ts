@@ -84,4 +84,24 @@ test('logout ends the sessions of the browser its cookies name, not only the bro
   assert.not.ok(await runtimeWorks(token), 'the Environment sign-in made through this browser ended with its logout');
 });
 
+test("a browser cookie naming a browser that holds none of the caller's sessions does not log that browser out", async () => {
+  // Bianca's browser, signed in to the Environment.
+  const bianca = new RegistryBrowser(server.url, device);
+  assert.is((await bianca.openPageSession()).status, 204);
+  const token = await environmentSignIn(bianca);
+  const biancaBrowser = bianca.jar.get('__Host-registry_browser');
+  assert.ok(biancaBrowser);
+  // Mallory, with a console session of her own, sends Bianca's browser id as her browser cookie (it is no credential).
+  const { device: mallory } = await enrolFirst(server.url, 'mallory');
+  const issued = await mallory.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
+  const { accessToken } = (await issued.json()) as { accessToken: string };
+  const console = await fetch(`${server.url}/v1/auth/console-session`, { method: 'POST', headers: { authorization: `Bearer ${accessToken}` } });
+  assert.is(console.status, 200);
+  const consoleCookie = console.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith('__Host-registry_console='));
+  assert.ok(consoleCookie);
+  const loggedOut = await fetch(`${server.url}/v1/auth/logout`, { method: 'POST', headers: { cookie: `${consoleCookie}; __Host-registry_browser=${biancaBrowser}` } });
+  assert.is(loggedOut.status, 200, await loggedOut.clone().text());
+  assert.ok(await runtimeWorks(token), "Mallory's logout ended Bianca's Environment sign-in through a forged browser cookie");
+});
+
 test.run();

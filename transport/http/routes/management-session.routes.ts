@@ -152,7 +152,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       handler: async ({ principal, headers }) => {
         const caller = principalAs(principal, 'managementBearer', 'developerSession');
         // One after another, each browser's sessions and grants ending atomically (see logoutBrowser).
-        for (const browserId of await deps.sessions.browsersOfLogout(headers, caller.browserId!)) {
+        for (const browserId of await deps.sessions.browsersOfLogout(headers, caller.browserId!, caller.accountId)) {
           await deps.sessions.logoutBrowser(browserId, 'browser_logout');
         }
         return { status: 200, body: { ok: true as const }, headers: { 'set-cookie': [clearCookie(CONSOLE_COOKIE), clearCookie(PAGE_COOKIE)] } };
