@@ -5,6 +5,7 @@ import { ActorHostError } from '../../actors/errors.js';
 import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-store.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
+import { LogThrottle } from '../log-throttle.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { clientBucket } from './client-address.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
@@ -75,6 +76,8 @@ export class HttpGateway {
   readonly #options: GatewayOptions;
   /** Each fixed body validated and serialised once, for the schema that checked it. */
   readonly #fixedBodies = new WeakMap<FixedJson<unknown>, { readonly schema: z.ZodType; readonly bytes: Buffer }>();
+  /** Server faults: a dead dependency fails every request alike, and must not print a line for each. */
+  readonly #faults: LogThrottle;
   #inFlight = 0;
   #draining = false;
   #idle: Array<() => void> = [];
@@ -91,6 +94,7 @@ export class HttpGateway {
     }
     this.#router = new Router(options.routes);
     this.#options = options;
+    this.#faults = new LogThrottle(options.logger);
   }
 
   get draining(): boolean {
@@ -249,10 +253,13 @@ export class HttpGateway {
       return outcome.replayed ? replayed(outcome, requestId) : outcome;
     };
     let reply: Reply | undefined;
+    let fault: Fault | undefined;
     try {
       reply = await dispatch();
     } catch (error) {
-      reply = toStored(renderError(this.#asHttpError(error, log), format, requestId));
+      const failure = this.#asHttpError(error);
+      if (failure.status >= 500) fault = faultOf(failure, error);
+      reply = toStored(renderError(failure, format, requestId));
     }
     if (state.aborted || reply === undefined) return;
     const answer = cors ? withCors(reply, allowedOrigin) : reply;
@@ -262,8 +269,12 @@ export class HttpGateway {
     const durationMs = performance.now() - started;
     this.#options.observer?.requestCompleted(operation, request.method, answer.status, durationMs);
     const entry = { method: request.method, path: request.path, operation, status: answer.status, durationMs: Math.round(durationMs * 10) / 10 };
-    if (answer.status >= 500) log.warn(entry, 'request failed');
-    else log.debug(entry, 'request');
+    if (answer.status >= 500) {
+      // With its cause (an HttpError's, such as the Runtime plane's 503 for an outage), once per kind of fault a window.
+      const { msg, level, code, cause } = fault ?? { msg: 'request failed', level: 'warn' as const, code: undefined, cause: undefined };
+      const details = { ...entry, ...(code === undefined ? {} : { code }), ...(cause === undefined ? {} : { err: cause }) };
+      this.#faults.log(log, level, `${msg}\u0000${code ?? answer.status}${level === 'error' ? `\u0000${operation}` : ''}`, details, msg);
+    } else log.debug(entry, 'request');
     // Still in flight until the body is out: a drain lets a reply finish rather than cutting it.
     await written;
   }
@@ -330,10 +341,10 @@ export class HttpGateway {
     return bytes;
   }
 
-  #asHttpError(error: unknown, log: Logger): HttpError {
+  /** The error as the client is told it; logged by the caller (with its cause) once the answer is out. */
+  #asHttpError(error: unknown): HttpError {
     if (error instanceof HttpError) return error;
     if (error instanceof ActorHostError && error.retryable) {
-      log.warn({ err: error }, 'actor host refused the request');
       return new HttpError(503, error.code, 'the coordination service is briefly unavailable; retry', {
         family: 'coordination',
         headers: { 'retry-after': '1' },
@@ -341,16 +352,30 @@ export class HttpGateway {
       });
     }
     if (isStorageOutage(error)) {
-      log.warn({ err: error }, 'storage unavailable');
       return new HttpError(503, 'storage_unavailable', 'the registry cannot reach its storage right now; retry shortly', {
         family: 'coordination',
         headers: { 'retry-after': '2' },
         cause: error,
       });
     }
-    log.error({ err: error }, 'unhandled error');
-    return new HttpError(500, 'internal_error', 'the registry failed to handle this request', { family: 'internal' });
+    return new HttpError(500, 'internal_error', 'the registry failed to handle this request', { family: 'internal', cause: error });
   }
+}
+
+/** A 5xx answer as the log tells it. */
+interface Fault {
+  readonly msg: string;
+  readonly level: 'warn' | 'error';
+  readonly code: string;
+  readonly cause: unknown;
+}
+
+function faultOf(failure: HttpError, thrown: unknown): Fault {
+  const cause = failure.cause ?? (failure === thrown ? undefined : thrown);
+  if (failure.code === 'internal_error' && failure.cause === thrown) return { msg: 'unhandled error', level: 'error', code: failure.code, cause };
+  if (failure.cause instanceof ActorHostError) return { msg: 'actor host refused the request', level: 'warn', code: failure.code, cause };
+  if (failure.code === 'storage_unavailable' && cause !== undefined) return { msg: 'storage unavailable', level: 'warn', code: failure.code, cause };
+  return { msg: 'request failed', level: failure.status === 500 ? 'error' : 'warn', code: failure.code, cause };
 }
 
 /**
