@@ -7,6 +7,7 @@ import { ActorEventUnstorableError, ActorOverloadedError, ActorRestoreError, Hos
 import type { Ownership } from './ownership.js';
 import { actorId, StoredActorInconsistentError, type ActorStore, type DueActor, type StoredActor } from '../storage/actor-store.js';
 import { unstorableTextAt } from '../storage/storable-text.js';
+import { LogThrottle } from '../server/log-throttle.js';
 
 /** How soon a timer whose delivery a full mailbox refused is tried again. */
 const TIMER_RETRY_MS = 1_000;
@@ -79,6 +80,8 @@ export class ActorHost {
   readonly #ownership: Ownership;
   readonly #clock: Clock;
   readonly #logger: HostLogger;
+  /** Failures that repeat alike (every activation while Postgres is gone, every request to a broken actor). */
+  readonly #quiet: LogThrottle;
   readonly #observer: HostObserver | undefined;
   readonly #kinds = new Map<string, { kind: ActorKind; policy: ActorPolicy }>();
   /** Live activations by kind, then key: no per-event string building on the hot path. */
@@ -100,6 +103,7 @@ export class ActorHost {
     this.#ownership = options.ownership;
     this.#clock = options.clock;
     this.#logger = options.logger;
+    this.#quiet = new LogThrottle(options.logger);
     this.#observer = options.observer;
     this.#timerPollMs = options.timerPollMs ?? 1_000;
     const passivateAfterMs = options.passivateAfterMs ?? defaultActorPolicy.passivateAfterMs;
@@ -251,8 +255,9 @@ export class ActorHost {
       activation.load(stored, epoch);
     } catch (error) {
       const actor = activation.id.replace('\u0000', '/');
-      if (error instanceof StoredActorInconsistentError) this.#logger.error({ actor, err: error }, 'stored actor cannot be restored');
-      else this.#logger.warn({ actor, err: error }, 'actor activation failed');
+      // Each request to a broken actor, or to any actor while Postgres is gone, fails its activation alike: one line.
+      if (error instanceof StoredActorInconsistentError) this.#quiet.say('error', `restore\u0000${actor}`, { actor, err: error }, 'stored actor cannot be restored');
+      else this.#quiet.say('warn', `activation\u0000${faultCode(error)}`, { actor, err: error }, 'actor activation failed');
       activation.loadFailed(error);
     }
   }
@@ -273,12 +278,12 @@ export class ActorHost {
         if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written || !activation.sentWrites);
         this.#observer?.deactivated(activation.kind, reason);
         // Leaving because nothing is stored is as ordinary as passivating (and strangers can cause it at will): not logged.
-        if (reason !== 'passivated' && reason !== 'nothing_stored') this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
+        if (reason !== 'passivated' && reason !== 'nothing_stored') this.#quiet.say('warn', `stopped\u0000${reason}`, { actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
       },
       timerDue: (activation, name, dueAt) => {
         const event: Omit<TimerDueEvent, 'at'> = { type: 'timer.due', name, dueAt };
         this.send(activation.kind, activation.key, event).catch((error: unknown) => {
-          this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, timer: name, err: error }, 'timer delivery failed');
+          this.#quiet.say('warn', `timer delivery\u0000${faultCode(error)}`, { actor: `${activation.kind}/${activation.key}`, timer: name, err: error }, 'timer delivery failed');
           // A full mailbox refuses it while the actor stays live: try again shortly. Any other failure stops the
           // activation; the deadline stays in the snapshot, so the poller delivers it after the actor reloads.
           if (error instanceof ActorOverloadedError) activation.timerRefused(name, dueAt, TIMER_RETRY_MS);
@@ -327,7 +332,7 @@ export class ActorHost {
         after = due.at(-1);
       }
     } catch (error) {
-      this.#logger.warn({ err: error }, 'timer poll failed');
+      this.#quiet.say('warn', 'timer poll', { err: error }, 'timer poll failed');
     }
     this.#schedulePoll(this.#timerPollMs);
   }
@@ -372,4 +377,11 @@ export class ActorHost {
       lastActivityAt: new Date(a.lastActivity).toISOString(),
     };
   }
+}
+
+/** What tells two failures apart for the log's throttle: a Postgres or Node code, else the error's name. */
+function faultCode(error: unknown): string {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string') return code;
+  return error instanceof Error ? error.name : typeof error;
 }

@@ -1,3 +1,4 @@
+import { LogThrottle } from '../server/log-throttle.js';
 import type { Clock, TimerHandle } from '../actors/clock.js';
 import type { PresenceState } from '../machines/runtime-session/runtime-session.machine.js';
 import type { LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';
@@ -156,6 +157,11 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
    * socket died), which is closing and no longer renewed or checked.
    */
   const bySession = new Map<string, RuntimeConn>();
+  /**
+   * A round checks every socket: with Postgres gone each of them fails alike, which is one fault, not a line per socket
+   * per round (thousands a minute on a busy node).
+   */
+  const quiet = new LogThrottle({ info: deps.warn, warn: deps.warn, error: deps.warn });
   const endControl = (conn: ControlConn): void => conn.close(RuntimeCloseCode.revoked, 'sign-in ended');
 
   /**
@@ -176,7 +182,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         (live) => {
           if (!live) for (const end of ends) end();
         },
-        (err: unknown) => deps.warn({ err }, 'sign-in check failed; retrying next round'),
+        (err: unknown) => quiet.say('warn', 'sign-in check', { err }, 'sign-in check failed; retrying next round'),
       );
     }
   };
@@ -192,7 +198,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
         (held) => {
           if (!held) endLease(conn, 'lapsed');
         },
-        (err: unknown) => deps.warn({ err, sessionId }, 'lease renewal failed; retrying next round'),
+        (err: unknown) => quiet.say('warn', 'lease renewal', { err, sessionId }, 'lease renewal failed; retrying next round'),
       );
     }
     renewal = clock.setTimeout(renewAll, renewEvery);
@@ -251,7 +257,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       if (!known) {
         sessions.leaseHolder(caller.accountId).then(
           (holder) => void holdsLease(conn, holder),
-          (err: unknown) => conn.logger.warn({ err }, 'lease check after the upgrade failed; the renewal round checks again'),
+          (err: unknown) => quiet.log(conn.logger, 'warn', 'lease check', { err }, 'lease check after the upgrade failed; the renewal round checks again'),
         );
       }
     },

@@ -26,6 +26,7 @@ import { closeApp, listenExclusive, uws, type TemplatedApp, type us_listen_socke
 import { mountWebSocketEndpoint, type MountedWebSocketEndpoint, type WebSocketEndpoint } from '../transport/ws/endpoint.js';
 import { retentionCutoffs } from './actor-retention.js';
 import type { Config } from './config.js';
+import { LogThrottle } from './log-throttle.js';
 import { createLogger, type Logger } from './logger.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
 
@@ -131,6 +132,8 @@ export async function startServer(
 ): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel, { node: config.nodeId });
   const clock = options.clock ?? systemClock;
+  // A restarted or unreachable Postgres fails every idle connection of the pools at once: one line, not one each.
+  const poolErrors = new LogThrottle(logger);
   const startedAt = clock.now();
   const cleanups: Array<() => Promise<void>> = [];
   const cleanup = async (): Promise<void> => {
@@ -145,7 +148,7 @@ export async function startServer(
       connectionString: databaseUrl,
       maxConnections: config.databasePoolSize,
       applicationName: `registry-coordination/${config.nodeId}`,
-      onError: (err) => logger.warn({ err }, 'idle database connection failed'),
+      onError: (err) => poolErrors.say('warn', 'idle connection', { err }, 'idle database connection failed'),
     });
     cleanups.push(() => storage.close());
     cleanups.push(await claimDatabase(databaseUrl, logger));
@@ -157,7 +160,7 @@ export async function startServer(
       connectionString: databaseUrl,
       maxConnections: config.commitLanes,
       applicationName: `registry-coordination/${config.nodeId}/commits`,
-      onError: (err) => logger.warn({ err }, 'idle database connection failed'),
+      onError: (err) => poolErrors.say('warn', 'idle connection', { err }, 'idle database connection failed'),
     });
     cleanups.push(() => commitStorage.close());
     // And so do actor loads: a few at once is plenty (one statement each), and more activations queue for them.
@@ -165,7 +168,7 @@ export async function startServer(
       connectionString: databaseUrl,
       maxConnections: ACTOR_LOAD_CONNECTIONS,
       applicationName: `registry-coordination/${config.nodeId}/loads`,
-      onError: (err) => logger.warn({ err }, 'idle database connection failed'),
+      onError: (err) => poolErrors.say('warn', 'idle connection', { err }, 'idle database connection failed'),
     });
     cleanups.push(() => loadStorage.close());
     const store = new PostgresActorStore({ ...storage, commitPool: commitStorage.pool, loadPool: loadStorage.pool });

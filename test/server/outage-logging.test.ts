@@ -87,4 +87,13 @@ test('Postgres gone: fifty failing requests print a line or two, each kind of fa
   );
 });
 
+test('Postgres still gone: the background work (renewal rounds of five sockets, timer polls, the pools) adds a few lines, not one per socket per round', async () => {
+  // Two renewal rounds (every 3.3 s), seven timer polls (every second).
+  await new Promise((resolve) => setTimeout(resolve, 7_000));
+  const loud = warnings(cutAt);
+  const counts = Object.entries(loud.reduce((m: Record<string, number>, l) => ((m[l.msg] = (m[l.msg] ?? 0) + 1), m), {}));
+  assert.ok(loud.length <= 16, `${loud.length} warnings in 7 s of outage: ${JSON.stringify(counts)}`);
+  assert.ok(counts.every(([, n]) => n <= 2), `a failure repeated line by line: ${JSON.stringify(counts)}`);
+});
+
 test.run();

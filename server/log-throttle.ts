@@ -1,6 +1,7 @@
-import type { Logger } from 'pino';
+type Level = 'info' | 'warn' | 'error';
 
-type Level = 'debug' | 'info' | 'warn' | 'error';
+/** What the throttle writes to: a pino logger, or any logger with these levels (the actor host's). */
+export type LevelLogger = Readonly<Record<Level, (details: Record<string, unknown>, message: string) => void>>;
 
 /**
  * Keeps a repeated failure from flooding the log: the first line of a key is written whole (with its request id and
@@ -10,18 +11,23 @@ type Level = 'debug' | 'info' | 'warn' | 'error';
  * not a request's own values): a window is forgotten when it ends, so only the keys of the last `windowMs` are held.
  */
 export class LogThrottle {
-  readonly #logger: Logger;
+  readonly #logger: LevelLogger;
   readonly #windowMs: number;
   /** Lines not written, per key whose window is open. */
   readonly #suppressed = new Map<string, number>();
 
-  constructor(logger: Logger, windowMs = 10_000) {
+  constructor(logger: LevelLogger, windowMs = 10_000) {
     this.#logger = logger;
     this.#windowMs = windowMs;
   }
 
+  /** `log` on the throttle's own logger. */
+  say(level: Level, key: string, details: Record<string, unknown>, msg: string): void {
+    this.log(this.#logger, level, key, details, msg);
+  }
+
   /** Writes `msg` on `logger` unless `key` was written within the window; then it is counted for the window's summary. */
-  log(logger: Logger, level: Level, key: string, details: Record<string, unknown>, msg: string): void {
+  log(logger: LevelLogger, level: Level, key: string, details: Record<string, unknown>, msg: string): void {
     const suppressed = this.#suppressed.get(key);
     if (suppressed !== undefined) {
       this.#suppressed.set(key, suppressed + 1);
