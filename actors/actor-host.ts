@@ -7,7 +7,7 @@ import { ActorEventUnstorableError, ActorOverloadedError, ActorRestoreError, Hos
 import type { Ownership } from './ownership.js';
 import { actorId, StoredActorInconsistentError, type ActorStore, type DueActor, type StoredActor } from '../storage/actor-store.js';
 import { unstorableTextAt } from '../storage/storable-text.js';
-import { LogThrottle } from '../server/log-throttle.js';
+import { LogThrottle } from './log-throttle.js';
 
 /** How soon a timer whose delivery a full mailbox refused is tried again. */
 const TIMER_RETRY_MS = 1_000;

@@ -1,4 +1,4 @@
-import { LogThrottle } from '../server/log-throttle.js';
+import { LogThrottle } from '../actors/log-throttle.js';
 import type { Clock, TimerHandle } from '../actors/clock.js';
 import type { PresenceState } from '../machines/runtime-session/runtime-session.machine.js';
 import type { LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';

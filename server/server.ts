@@ -26,7 +26,7 @@ import { closeApp, listenExclusive, uws, type TemplatedApp, type us_listen_socke
 import { mountWebSocketEndpoint, type MountedWebSocketEndpoint, type WebSocketEndpoint } from '../transport/ws/endpoint.js';
 import { retentionCutoffs } from './actor-retention.js';
 import type { Config } from './config.js';
-import { LogThrottle } from './log-throttle.js';
+import { LogThrottle } from '../actors/log-throttle.js';
 import { createLogger, type Logger } from './logger.js';
 import { createServerMetrics, type ServerMetrics } from './metrics.js';
 

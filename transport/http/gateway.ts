@@ -5,7 +5,7 @@ import { ActorHostError } from '../../actors/errors.js';
 import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-store.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
-import { LogThrottle } from '../../server/log-throttle.js';
+import { LogThrottle } from '../../actors/log-throttle.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { clientBucket } from './client-address.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
