@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MEDIA_LIMITS } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -40,12 +40,25 @@ async function inParallel(count: number, width: number, work: (i: number) => Pro
   }));
 }
 
+/** The largest room there is: 150 members, each with a raised hand. */
+const stage = {
+  mode: 'stage',
+  maxParticipants: 150,
+  maxSpeakerSeats: 2,
+  floorControl: 'moderated',
+  raiseHand: 'enabled',
+  screenShare: 'speakers',
+  guestPolicy: 'account_required',
+  encryption: 'transport',
+  reconnectGraceSeconds: 30,
+};
+
 test.before(async () => {
   db = await createTestDatabase();
   server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   await runtimePerson(server, 'crowd-owner');
   world = await testEnvironment(server.opsUrl, 'media-crowd', 'crowd-owner');
-  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }] });
+  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }, { id: 'arena', policy: stage }] });
   const people = MEDIA_LIMITS.maxParticipantsPerContext + 1;
   await inParallel(people, 8, async (i) => {
     // Enrolment start admits bursts of 20 per address.
@@ -62,9 +75,9 @@ test.after(async () => {
 type Refusal = { status: number; code: string };
 
 /** A connection of `page`'s person to `scope`'s room, or the upgrade's refusal. */
-async function connect(page: RuntimeClient, scope: string): Promise<MediaControlClient | Refusal> {
+async function connect(page: RuntimeClient, scope: string, codec: MediaCodecName = 'json'): Promise<MediaControlClient | Refusal> {
   try {
-    const connection = await MediaControlClient.connect(server.url, await mediaGrant(page, scope), world.origin);
+    const connection = await MediaControlClient.connect(server.url, await mediaGrant(page, scope), world.origin, codec);
     connections.push(connection);
     return connection;
   } catch (error) {
@@ -107,6 +120,30 @@ test('150 people connect to one context; the 151st is refused 429 media_context_
     outcome = await connect(last, 'plaza');
   }
   admitted(outcome);
+});
+
+test('a full stage, half over msgpack: no frame exceeds maxMessageBytes, and every member assembles the same whole view', async () => {
+  const limit = MEDIA_LIMITS.maxParticipantsPerContext;
+  const members: MediaControlClient[] = [];
+  // Each person's connection to `arena` replaces the one they had (one connection per person).
+  await inParallel(limit, 8, async (i) => {
+    const member = admitted(await connect(crowd[i]!, 'arena', i % 2 === 0 ? 'json' : 'msgpack'));
+    members[i] = member;
+    const joined = await member.request('room.join', { rtpCapabilities: {} });
+    assert.ok(joined.ok, JSON.stringify(joined.error));
+    const raised = await member.request('hand.raise');
+    assert.ok(raised.ok, JSON.stringify(raised.error));
+  });
+  const complete = (member: MediaControlClient): boolean => member.room()?.handQueue.length === limit;
+  for (let waited = 0; waited < 10_000 && !members.every(complete); waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const closedEarly = members.flatMap((m, i) => (m.closeCode === undefined ? [] : [`${i}: ${m.closeCode}`]));
+  assert.equal(closedEarly, [], 'a client with a 16 KiB maximum message size was cut off');
+  const largest = Math.max(...members.flatMap((m) => m.frameBytes));
+  assert.ok(largest <= MEDIA_LIMITS.maxMessageBytes, `a frame of ${largest} bytes`);
+  const finals = members.map((m) => m.room());
+  assert.is(finals[0]?.members.length, limit);
+  for (const [i, view] of finals.entries()) assert.equal(view, finals[0], `member ${i} (${members[i]!.codec}) holds another view`);
 });
 
 test.run();

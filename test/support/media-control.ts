@@ -1,6 +1,7 @@
 import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
-import { MediaV2ServerMessageSchema, type MediaV2ServerMessage } from '../../media/control/media-control.messages.js';
+import { MEDIA_LIMITS, MediaV2ServerMessageSchema, type MediaV2ServerMessage, type RoomView } from '../../media/control/media-control.messages.js';
+import { msgpackCodec } from '../../transport/ws/codecs.js';
 import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
 
@@ -50,17 +51,29 @@ export async function mediaGrant(page: RuntimeClient, scope: string, scopes: rea
 
 type Response = Extract<MediaV2ServerMessage, { type: 'response' }>;
 
-/** A control-plane connection as a Node client: requests matched to responses, pushes kept in arrival order. */
+export type MediaCodecName = 'json' | 'msgpack';
+
+/**
+ * A control-plane connection as a Node client: requests matched to responses, pushes kept in arrival order. Like a
+ * careful client, it refuses frames over the contract's maxMessageBytes (ws `maxPayload`: such a frame closes the
+ * socket with 1009), and it records the size of every frame it received.
+ */
 export class MediaControlClient {
   readonly pushes: MediaV2ServerMessage[] = [];
+  /** Room views, in the order they were complete (from `room.state`). */
+  readonly views: RoomView[] = [];
+  /** Payload bytes of every frame received, in order. */
+  readonly frameBytes: number[] = [];
   closeCode: number | undefined;
+  readonly codec: MediaCodecName;
   readonly #ws: WebSocket;
   readonly #waiting = new Map<string, { resolve: (r: Response) => void; reject: (error: Error) => void }>();
   #next = 0;
   readonly closed: Promise<number>;
 
-  private constructor(ws: WebSocket) {
+  private constructor(ws: WebSocket, codec: MediaCodecName) {
     this.#ws = ws;
+    this.codec = codec;
     this.closed = new Promise((resolve) =>
       ws.on('close', (code) => {
         // Every response that came was delivered before the close: what is still waiting will never be answered.
@@ -68,10 +81,17 @@ export class MediaControlClient {
         resolve((this.closeCode = code));
       }),
     );
-    ws.on('message', (data) => {
-      const message = MediaV2ServerMessageSchema.parse(JSON.parse(String(data)));
+    ws.on('message', (data, isBinary) => {
+      const bytes = data as Buffer;
+      this.frameBytes.push(bytes.byteLength);
+      if (isBinary !== (codec === 'msgpack')) throw new Error(`a ${isBinary ? 'binary' : 'text'} frame on ${codec}`);
+      const decoded: unknown = codec === 'msgpack' ? msgpackCodec.decode(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer) : JSON.parse(String(bytes));
+      const message = MediaV2ServerMessageSchema.parse(decoded);
       if (message.type === 'response') this.#waiting.get(message.id)?.resolve(message);
-      else this.pushes.push(message);
+      else {
+        this.pushes.push(message);
+        if (message.type === 'room.state') this.views.push(message.room);
+      }
     });
   }
 
@@ -79,17 +99,18 @@ export class MediaControlClient {
    * Opens a connection; resolves once `hello` arrived, rejects with the upgrade's status on refusal. A connection uWS
    * cut right after its upgrade is opened again (see cutAfterUpgrade).
    */
-  static async connect(baseUrl: string, grant: string | undefined, origin: string): Promise<MediaControlClient> {
+  static async connect(baseUrl: string, grant: string | undefined, origin: string, codec: MediaCodecName = 'json'): Promise<MediaControlClient> {
     for (let attempt = 1; ; attempt += 1) {
-      const client = await MediaControlClient.#open(baseUrl, grant, origin);
+      const client = await MediaControlClient.#open(baseUrl, grant, origin, codec);
       if (attempt === 3 || !(await cutAfterUpgrade(client.#ws, client.closed))) return client;
     }
   }
 
-  static #open(baseUrl: string, grant: string | undefined, origin: string): Promise<MediaControlClient> {
+  static #open(baseUrl: string, grant: string | undefined, origin: string, codec: MediaCodecName): Promise<MediaControlClient> {
     const url = `${baseUrl.replace(/^http/, 'ws')}/v1/plugins/media/control`;
-    const ws = new WebSocket(url, grant === undefined ? ['registry.v1.json'] : ['registry.v1.json', `registry.bearer.${grant}`], { headers: { origin } });
-    const client = new MediaControlClient(ws);
+    const subprotocol = codec === 'msgpack' ? msgpackCodec.subprotocol : 'registry.v1.json';
+    const ws = new WebSocket(url, grant === undefined ? [subprotocol] : [subprotocol, `registry.bearer.${grant}`], { headers: { origin }, maxPayload: MEDIA_LIMITS.maxMessageBytes });
+    const client = new MediaControlClient(ws, codec);
     return new Promise((resolve, reject) => {
       ws.on('unexpected-response', (_req, res) => {
         let body = '';
@@ -132,8 +153,26 @@ export class MediaControlClient {
           reject(error);
         },
       });
-      this.#ws.send(JSON.stringify({ type, id, ...fields }));
+      this.#ws.send(this.codec === 'msgpack' ? msgpackCodec.encode({ type, id, ...fields }) : JSON.stringify({ type, id, ...fields }));
     });
+  }
+
+  /** The newest room view this connection holds (highest revision), if any. */
+  room(): RoomView | undefined {
+    let best: RoomView | undefined;
+    for (const view of this.views) if (!best || view.revision >= best.revision) best = view;
+    return best;
+  }
+
+  /** The newest room view satisfying `accept`, waiting for it. */
+  async view(accept: (room: RoomView) => boolean = () => true, timeoutMs = 10_000): Promise<RoomView> {
+    const started = Date.now();
+    for (;;) {
+      const found = [...this.views].reverse().find(accept);
+      if (found) return found;
+      if (Date.now() - started > timeoutMs) throw new Error('no such room view');
+      await new Promise((r) => setTimeout(r, 10));
+    }
   }
 
   /** Sends raw text (for limit tests). */

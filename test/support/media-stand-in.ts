@@ -11,7 +11,7 @@ import { ENV } from './media-room.js';
  * below the socket (MediaRooms with a real host, Postgres and mediasoup worker): it records what it was sent and how
  * it was closed. The socket layer has its own tests.
  */
-export function standInConnection(id: string, memberId: string, scope: string) {
+export function standInConnection(id: string, memberId: string, scope: string, as: { scopes?: readonly string[]; environmentRoles?: readonly string[] } = {}) {
   const sent: unknown[] = [];
   return {
     id,
@@ -20,7 +20,7 @@ export function standInConnection(id: string, memberId: string, scope: string) {
     closed: false,
     closedWith: undefined as undefined | [number | undefined, string | undefined],
     user: {
-      grant: { environmentId: ENV, scopes: ['media:connect', 'media:join-space'], environmentRoles: [], actorId: memberId } as never,
+      grant: { environmentId: ENV, scopes: as.scopes ?? ['media:connect', 'media:join-space'], environmentRoles: as.environmentRoles ?? [], actorId: memberId } as never,
       grantToken: 'g',
       memberId,
       roomKey: mediaRoomKey(ENV, scope),
