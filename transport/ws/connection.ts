@@ -49,8 +49,9 @@ export interface WsConnection<TUser, TOut> {
    */
   newRequestId(): string;
   /**
-   * Encodes and sends. False when the connection is closed, or when this send pushed it past its backpressure limit,
-   * in which case it has just been closed with 4008. Throws only if the message cannot be encoded. Messages sent in
+   * Encodes and sends. False when the connection is closed, when this send pushed it past its backpressure limit, in
+   * which case it has just been closed with 4008, or when the message was over the endpoint's maxOutboundMessageBytes
+   * and nothing was sent instead (logged at error level). Throws only if the message cannot be encoded. Messages sent in
    * one tick leave together, in order, at its end (or sooner, before a close or near the limit).
    */
   send(message: TOut): boolean;
@@ -76,6 +77,8 @@ export interface ConnectionLimits {
   readonly messagesPerMinute: number | undefined;
   /** Where the connection's messages are counted when the endpoint keeps the budget (per person, say); else its own. */
   readonly messageBudget?: MessageBudget | undefined;
+  /** Largest frame payload sent (the endpoint's maxOutboundMessageBytes); undefined: no limit. */
+  readonly maxOutboundBytes?: number | undefined;
 }
 
 /** uWS `send` result meaning the message was not queued because the socket was over `maxBackpressure`. */
@@ -96,6 +99,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   readonly #limits: ConnectionLimits;
   readonly #renderError: (error: WsError) => unknown;
   readonly #newRequestId: () => string;
+  readonly #oversized: ((conn: WsConnection<TUser, TOut>, message: TOut) => TOut | undefined) | undefined;
   readonly #budget: MessageBudget | undefined;
   #socket: WebSocket<SocketData<TUser, TOut>> | undefined;
   #closed = false;
@@ -120,6 +124,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     limits: ConnectionLimits;
     renderError: (error: WsError) => unknown;
     newRequestId: () => string;
+    oversized?: (conn: WsConnection<TUser, TOut>, message: TOut) => TOut | undefined;
   }) {
     this.id = options.id;
     this.user = options.user;
@@ -129,6 +134,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     this.#limits = options.limits;
     this.#renderError = options.renderError;
     this.#newRequestId = options.newRequestId;
+    this.#oversized = options.oversized;
     const perMinute = options.limits.messagesPerMinute;
     this.#budget = options.limits.messageBudget ?? (perMinute === undefined ? undefined : new TokenBucket(perMinute));
   }
@@ -155,11 +161,13 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   }
 
   send(message: TOut): boolean {
-    return this.#write(message);
+    return this.#write(message, () => this.#oversized?.(this, message));
   }
 
+  /** An error the framework reports; over the outbound limit, it goes without its details. */
   sendError(error: WsError): boolean {
-    return this.#write(this.#renderError(error));
+    const { details: _details, ...bare } = error;
+    return this.#write(this.#renderError(error), () => (error.details ? this.#renderError(bare) : undefined));
   }
 
   close(code: number = CloseCode.normal, reason = ''): void {
@@ -192,11 +200,22 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
    * uWS's buffer checked, so `send` returns false (and the connection is closed with 4008) on the very send that
    * pushed it past, as when every frame went straight to uWS, and a flush from the microtask never finds it past.
    */
-  #write(message: unknown): boolean {
+  #write(message: unknown, instead: () => unknown): boolean {
     if (this.#closed || !this.#socket) return false;
-    const payload = this.#encoder.encode(message);
+    let payload = this.#encoder.encode(message);
+    let bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+    const limit = this.#limits.maxOutboundBytes;
+    if (limit !== undefined && bytes > limit) {
+      // A promise to the client broken by the server's own code: never sent, so a client holding to the limit is not
+      // cut off, and said loudly, so a test or an operator finds the message that grew.
+      const substitute = instead();
+      const substituteBytes = substitute === undefined ? undefined : (payload = this.#encoder.encode(substitute), typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength);
+      this.logger.error({ type: typeOf(message), bytes, limit, substitute: typeOf(substitute), substituteBytes }, 'outbound message over maxOutboundMessageBytes not sent');
+      if (substituteBytes === undefined || substituteBytes > limit) return false;
+      bytes = substituteBytes;
+    }
     this.#outbox.push(payload);
-    this.#outboxBytes += typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
+    this.#outboxBytes += bytes;
     if (this.#bufferedAtFlush - this.#oversize + this.#outboxBytes > this.#limits.maxBackpressureBytes) return this.#flush();
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
@@ -263,6 +282,10 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     }
     return true;
   }
+}
+
+function typeOf(message: unknown): unknown {
+  return typeof message === 'object' && message !== null ? (message as { type?: unknown }).type : undefined;
 }
 
 /** RFC 6455 §7.4: 1004–1006 and 1015 are reserved for reporting and must never appear in a close frame. */

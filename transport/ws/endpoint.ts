@@ -83,6 +83,15 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   /** Largest client message, in bytes of the frame payload. */
   readonly maxMessageBytes: number;
   /**
+   * Largest server message, in bytes of the frame payload in the connection's codec, when the protocol promises one
+   * (clients may set their WebSocket's maximum message size to it). A larger message is a bug of the server: it is not
+   * sent but logged at error level, and `oversized` may name a message to send instead. A framework error message
+   * (`validation_failed` listing many issues, say) that is over it goes without its `details`. Absent: no limit.
+   */
+  readonly maxOutboundMessageBytes?: number;
+  /** What to send instead of `message`, which is over maxOutboundMessageBytes (an answer to the same request, say); undefined sends nothing. */
+  oversized?(conn: WsConnection<TUser, TOut>, message: TOut): TOut | undefined;
+  /**
    * Largest amount of outbound data queued for one client before it is closed as a slow consumer (4008); one message
    * larger than this is still sent whole, and the limit then counts what queues behind it.
    */
@@ -129,6 +138,7 @@ export function defineWebSocketEndpoint<TUser, TIn, TOut>(
   if (codecs.length === 0) problems.push('at least one codec is required');
   if (new Set(subprotocols).size !== subprotocols.length) problems.push('codec subprotocols must be distinct');
   if (!isPositiveInteger(definition.maxMessageBytes)) problems.push('maxMessageBytes must be a positive integer');
+  if (definition.maxOutboundMessageBytes !== undefined && !isPositiveInteger(definition.maxOutboundMessageBytes)) problems.push('maxOutboundMessageBytes must be a positive integer');
   if (!isPositiveInteger(definition.maxBackpressureBytes)) {
     problems.push('maxBackpressureBytes must be a positive integer');
   }
@@ -237,7 +247,9 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         maxBackpressureBytes: endpoint.maxBackpressureBytes,
         messagesPerMinute: endpoint.messagesPerMinute,
         messageBudget: endpoint.messageBudget?.(user),
+        maxOutboundBytes: endpoint.maxOutboundMessageBytes,
       },
+      ...(endpoint.oversized ? { oversized: endpoint.oversized.bind(endpoint) } : {}),
       renderError,
       newRequestId: deps.newRequestId,
     });
