@@ -6,8 +6,9 @@ import { DIRECT_CALLS_PER_PERSON } from './media-rooms.js';
 type Json = Record<string, unknown>;
 
 const RESULTS =
-  'Results (`response.result`) by request: `room.join` → `{ routerRtpCapabilities, self, room, producers, resumed, encryption, e2ee }` ' +
-  '(`producers`: what is already published, to `consume`); `transport.create` → `{ transportId, iceParameters, ' +
+  'Results (`response.result`) by request: `room.join` → `{ routerRtpCapabilities, self, revision, producers, resumed, encryption, e2ee }` ' +
+  '(`self`: the member\'s own entry; `revision`: that of the room view the join made, which, or a newer one, came whole before ' +
+  'this answer as `room.state` and its pages; `producers`: what is already published, to `consume`); `transport.create` → `{ transportId, iceParameters, ' +
   'iceCandidates, dtlsParameters }`; `produce` → `{ producerId }`; `consume` → `{ consumerId, producerId, kind, ' +
   'rtpParameters }` (paused until `consumer.resume`); `screen.start` → `{ screenProfile, encodings, codecOptions, ' +
   'contentHint, degradationPreference }` (the encoding hint of the space\'s `screenProfile`); `grant.refresh` → ' +
@@ -76,7 +77,10 @@ export function buildMediaControlAsyncApi(options: { serverHost: string; version
       description: [
         'The WebSocket of the Media plugin\'s backend component `control`: call signaling, space membership, media ' +
           'authorization and moderation. Media itself flows over WebRTC to the SFU; this channel negotiates it.',
-        `Limits: maxMessageBytes ${MEDIA_LIMITS.maxMessageBytes}, requestsPerMinute ${MEDIA_LIMITS.requestsPerMinute} ` +
+        `Limits: maxMessageBytes ${MEDIA_LIMITS.maxMessageBytes}, each way: no client message may exceed it (1009), and no ` +
+          'server message does, in either codec, so a client may set its WebSocket\'s maximum message size to it (the ' +
+          'room view, 30-40 KB in a full stage, comes as `room.state` and `room.state.members` pages); ' +
+          `requestsPerMinute ${MEDIA_LIMITS.requestsPerMinute} ` +
           `(a token bucket per person, the Environment's actor, shared by their reconnects: reconnecting does not ` +
           `start a fresh budget), maxParticipantsPerContext ${MEDIA_LIMITS.maxParticipantsPerContext}, ` +
           `maxConcurrentSessions ${MEDIA_LIMITS.maxConcurrentSessions} (a newer connection of the same person replaces the older).`,

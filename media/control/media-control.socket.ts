@@ -72,8 +72,9 @@ const refuse = (status: number, code: string, message: string): HttpError => new
  * names a room of the Environment. It lives as long as the grant: the grant's expiry (unless refreshed), its
  * revocation, the end of its Runtime fence (supersession, release, lapse, logout) or of its sign-in (a device signed
  * out or removed), and a newer connection of the same person (maxConcurrentSessions 1) each close it with a
- * `session.ended` first. Limits: maxMessageBytes per message and requestsPerMinute per person, across their
- * reconnects (the framework's 1009 and 4029), maxParticipantsPerContext connections per room (429 at upgrade).
+ * `session.ended` first. Limits: maxMessageBytes per message, each way (the client's over it is closed 1009; one of
+ * ours over it is a bug, logged and never sent: room views go in pages), and requestsPerMinute per person, across
+ * their reconnects (4029), maxParticipantsPerContext connections per room (429 at upgrade).
  */
 export function mediaControlSocket(deps: MediaControlSocketDeps): {
   endpoint: WebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>;
@@ -157,6 +158,16 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     path: MEDIA_CONTROL_PATH,
     name: 'media-control',
     maxMessageBytes: limits.maxMessageBytes,
+    // The limit `hello` announces holds both ways: a client may set its WebSocket's maximum message size to it.
+    maxOutboundMessageBytes: limits.maxMessageBytes,
+    oversized(conn, message) {
+      // A bug of ours (room views go in pages, and every other message is bounded): the request still gets its one
+      // answer, a refusal with a request id the log line names.
+      if (message.type !== 'response') return undefined;
+      const requestId = conn.newRequestId();
+      conn.logger.error({ requestId, id: message.id }, 'media response over maxMessageBytes answered internal_error');
+      return { type: 'response', id: message.id, ok: false, error: { code: 'internal_error', message: 'the answer was too large to send; report the request id', requestId } };
+    },
     maxBackpressureBytes: 1024 * 1024,
     idleTimeoutSeconds: 32,
     messagesPerMinute: limits.requestsPerMinute,

@@ -15,8 +15,9 @@ import { PUBLISH_SCOPE } from '../publisher-authority/publisher-authority.messag
 import { RoomMedia } from '../room-media.js';
 import { screenEncodingHint } from '../screen-profile.js';
 import type { MediaWorkerPool } from '../worker-pool.js';
-import { ROOM_STATE_INTERVAL_MS, type MediaV2ClientMessage, type MediaV2ServerMessage, type MediaSource, type RoomView } from './media-control.messages.js';
+import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, type MediaV2ClientMessage, type MediaV2ServerMessage, type MediaSource, type RoomView } from './media-control.messages.js';
 import { MediaRequestError, type MediaConnection, type MediaRoomsPort } from './media-control.socket.js';
+import { roomStateMessages, type RoomStateMessage } from './room-state-pages.js';
 
 type RoomRequestMessage = Parameters<MediaRoomsPort['request']>[1];
 type Without<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
@@ -60,6 +61,8 @@ export interface MediaRoomsDeps {
   readonly callsPerPerson?: number;
   /** Default ROOM_STATE_INTERVAL_MS. */
   readonly stateIntervalMs?: number;
+  /** What one message to a member may take, in bytes of its frame in any codec; room views are paged to fit. Default MEDIA_LIMITS.maxMessageBytes. */
+  readonly maxMessageBytes?: number;
 }
 
 export interface PublisherQuestion {
@@ -88,11 +91,15 @@ interface LiveRoom {
   readonly policy: RoomPolicy;
   /** Highest revision broadcast or waiting to be, so a late view never overwrites a newer one. */
   revision: number;
-  /** The newest view not yet sent to every member (see ROOM_STATE_INTERVAL_MS); null when all have the newest. */
-  pendingView: RoomView | null;
+  /** The newest view: every member is sent it before anything else (see ROOM_STATE_INTERVAL_MS). */
+  view: RoomView | null;
+  /** `view` as the messages that carry it (`room.state` and its pages), made when first sent. */
+  viewMessages: readonly RoomStateMessage[] | null;
+  /** Whether `view` still waits for the end of the interval to go to every member. */
+  viewPending: boolean;
   /** When the last view went to every member (clock ms). */
   lastViewAt: number;
-  /** Sends `pendingView` at the end of the interval. */
+  /** Sends `view` at the end of the interval. */
   viewTimer: TimerHandle | undefined;
 }
 
@@ -144,7 +151,8 @@ export class MediaRooms implements MediaRoomsPort {
    */
   readonly #calls = new Map<string, Set<string>>();
   readonly #stateIntervalMs: number;
-  /** The revision of the newest view each connection was sent (in a `room.state`, or in its `room.join` answer). */
+  readonly #maxMessageBytes: number;
+  /** The revision of the newest view each connection was sent. */
   readonly #viewSent = new WeakMap<MediaConnection, number>();
   #renewal: TimerHandle | undefined;
 
@@ -153,6 +161,7 @@ export class MediaRooms implements MediaRoomsPort {
     this.#hostingTtlMs = deps.hostingTtlMs ?? HOSTING_TTL_MS;
     this.#callsPerPerson = deps.callsPerPerson ?? DIRECT_CALLS_PER_PERSON;
     this.#stateIntervalMs = deps.stateIntervalMs ?? ROOM_STATE_INTERVAL_MS;
+    this.#maxMessageBytes = deps.maxMessageBytes ?? MEDIA_LIMITS.maxMessageBytes;
     this.#scheduleRenewal();
   }
 
@@ -429,12 +438,13 @@ export class MediaRooms implements MediaRoomsPort {
     live.members.set(memberId, conn);
     live.rtpCapabilities.set(memberId, rtpCapabilities);
     const view = mediaRoomView(context);
-    // The answer carries this view: a waiting one no newer is not sent again.
-    if (view) this.#viewSent.set(conn, view.revision);
+    // The view of the join (or a newer one) goes before the answer, in pages: a full stage's is over any one message.
+    this.#offerView(live, view);
+    this.#catchUp(live, conn);
     return {
       routerRtpCapabilities,
       self: view?.members.find((m) => m.memberId === memberId) ?? null,
-      room: view,
+      revision: view?.revision ?? null,
       producers: [...live.producers].filter(([, p]) => p.memberId !== memberId).map(([producerId, p]) => ({ producerId, ...p })),
       resumed: reply.request === 'member.join' ? reply.resumed : false,
       encryption: live.policy.encryption,
@@ -565,7 +575,9 @@ export class MediaRooms implements MediaRoomsPort {
       producers: new Map(),
       rtpCapabilities: new Map(),
       revision: -1,
-      pendingView: null,
+      view: null,
+      viewMessages: null,
+      viewPending: false,
       lastViewAt: Number.NEGATIVE_INFINITY,
       viewTimer: undefined,
     };
@@ -644,11 +656,7 @@ export class MediaRooms implements MediaRoomsPort {
         }
       }
     }
-    const view = context ? mediaRoomView(context) : null;
-    if (view && view.revision > live.revision) {
-      live.revision = view.revision;
-      this.#queueView(live, view);
-    }
+    if (context) this.#offerView(live, mediaRoomView(context));
     // The last member gone (left, or its grace ended): this node's media for the room goes; the actor stays. Not while
     // a join is on its way here, or was admitted after the state this change read (the actor may already hold that
     // member): its answer and connection need this LiveRoom, and a join that fails forgets it (#forgetUnused).
@@ -680,9 +688,18 @@ export class MediaRooms implements MediaRoomsPort {
     for (const [memberId, conn] of live.members) if (memberId !== except) conn.send(message);
   }
 
+  /** A view read from the room: kept, and queued for every member, if it is newer than any before it. */
+  #offerView(live: LiveRoom, view: RoomView | null): void {
+    if (!view || view.revision <= live.revision) return;
+    live.revision = view.revision;
+    this.#queueView(live, view);
+  }
+
   /** The room's newest view: sent now if none went out within the interval, otherwise at the interval's end. */
   #queueView(live: LiveRoom, view: RoomView): void {
-    live.pendingView = view;
+    live.view = view;
+    live.viewMessages = null;
+    live.viewPending = true;
     if (live.viewTimer) return;
     const wait = live.lastViewAt + this.#stateIntervalMs - this.#deps.clock.now();
     if (wait <= 0) {
@@ -699,29 +716,36 @@ export class MediaRooms implements MediaRoomsPort {
   #flushView(live: LiveRoom): void {
     if (live.viewTimer) this.#deps.clock.clearTimeout(live.viewTimer);
     live.viewTimer = undefined;
-    const view = live.pendingView;
-    if (!view) return;
-    live.pendingView = null;
+    if (!live.viewPending) return;
+    live.viewPending = false;
     live.lastViewAt = this.#deps.clock.now();
-    for (const conn of live.members.values()) this.#sendView(conn, view);
+    for (const conn of live.members.values()) this.#sendView(live, conn);
   }
 
-  /** Before a message to one member: the waiting view, if it lacks it (the others still get it at the interval's end). */
+  /**
+   * Before a message to one member: the newest view, if it lacks it (the others still get a waiting one at the
+   * interval's end). A member that joined after the newest view went out gets it here too.
+   */
   #catchUp(live: LiveRoom, conn: MediaConnection): void {
-    if (live.pendingView) this.#sendView(conn, live.pendingView);
+    this.#sendView(live, conn);
   }
 
-  #sendView(conn: MediaConnection, view: RoomView): void {
-    if ((this.#viewSent.get(conn) ?? -1) >= view.revision) return;
+  /** All the pages of the newest view, back to back, to a member that lacks it. */
+  #sendView(live: LiveRoom, conn: MediaConnection): void {
+    const view = live.view;
+    if (!view || (this.#viewSent.get(conn) ?? -1) >= view.revision) return;
     this.#viewSent.set(conn, view.revision);
-    conn.send({ type: 'room.state', room: view });
+    live.viewMessages ??= roomStateMessages(view, this.#maxMessageBytes);
+    for (const message of live.viewMessages) conn.send(message);
   }
 
   /** The room's media goes: nobody is left to see a waiting view. */
   #dropViews(live: LiveRoom): void {
     if (live.viewTimer) this.#deps.clock.clearTimeout(live.viewTimer);
     live.viewTimer = undefined;
-    live.pendingView = null;
+    live.viewPending = false;
+    live.view = null;
+    live.viewMessages = null;
   }
 }
 

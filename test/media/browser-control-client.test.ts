@@ -5,11 +5,13 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { type WebSocket, WebSocketServer } from 'ws';
 import {
+  MEDIA_LIMITS,
   MEDIA_PROTOCOL_VERSION,
   MediaV2ClientMessageSchema,
   type MediaV2ServerMessage,
   type RoomView,
 } from '../../media/control/media-control.messages.js';
+import { roomStateMessages } from '../../media/control/room-state-pages.js';
 import { resolveWorkerBinary } from '../../media/worker-binary.js';
 import { launchChromium, type ChromiumHandle } from '../support/chromium.js';
 import { LoopbackSfuPeer } from '../support/loopback-sfu.js';
@@ -114,6 +116,8 @@ function roomView(members: readonly string[]): RoomView {
       connection: 'connected',
       graceUntil: null,
       handRaisedAt: null,
+      handPosition: null,
+      offer: null,
     })),
     handQueue: [],
     offers: [],
@@ -130,10 +134,11 @@ async function answer(connection: Connection, text: string): Promise<void> {
       case 'room.join': {
         // The page joins with its native receive capabilities, before its Device exists.
         connection.peer = new LoopbackSfuPeer(router, message.rtpCapabilities as types.RtpCapabilities);
-        // As the server does: the joiner reads the room in its answer, the others get a push.
+        // As the server does: everyone gets the view in pages, the joiner before its answer.
         const room = roomView(connections.filter((c) => c.peer).map(memberOf));
-        reply({ routerRtpCapabilities: router.rtpCapabilities, room });
-        broadcast({ type: 'room.state', room }, connection);
+        for (const page of roomStateMessages(room, MEDIA_LIMITS.maxMessageBytes)) send(connection.socket, page);
+        reply({ routerRtpCapabilities: router.rtpCapabilities, revision: room.revision });
+        for (const page of roomStateMessages(room, MEDIA_LIMITS.maxMessageBytes)) broadcast(page, connection);
         for (const p of producers) if (p.memberId !== memberOf(connection)) send(connection.socket, { type: 'producer.added', producer: { ...p, kind: 'audio', source: 'microphone' } });
         return;
       }
@@ -190,7 +195,7 @@ test('requests are matched by id; refusals are recorded and surface through expe
   await waitFor(async () => (await page.api.protocolViolations()).length === 2, 'both bad frames to be reported');
 });
 
-test('over the socket: join, publishMicrophone on one page, consumeAll on another hears it; the room view (pushes and join answer) keeps the highest revision', async () => {
+test('over the socket: join, publishMicrophone on one page, consumeAll on another hears it; both hold the newest room view, put together from its pages', async () => {
   const alice = await pages.open(browser);
   const bob = await pages.open(browser);
   await alice.api.connectControl(controlUrl, 'alice');
@@ -209,7 +214,7 @@ test('over the socket: join, publishMicrophone on one page, consumeAll on anothe
   }, 'bob to hear alice', 15_000);
   assert.is(heard.producerId, producerId);
 
-  // Alice learnt of Bob's join from a push, Bob from his join answer: both hold the newest view.
+  // Alice learnt of Bob's join from a push, Bob from the push before his join answer: both hold the newest view.
   const [aliceView, bobView] = [await alice.api.roomState(), await bob.api.roomState()];
   for (const room of [aliceView, bobView]) assert.ok(room?.members.some((m) => m.memberId === 'm-alice') && room.members.some((m) => m.memberId === 'm-bob'));
   assert.is(aliceView?.revision, Math.max(...(await alice.api.pushes()).flatMap((p) => (p.type === 'room.state' ? [p.room.revision] : []))));

@@ -7,6 +7,7 @@ import { pluginsFeature } from '../../plugins/plugins.feature.js';
 import { runtimeFeature } from '../../runtime/runtime.feature.js';
 import { productParts } from '../../server/main.js';
 import { combineParts, type ServerParts } from '../../server/server.js';
+import type { RoomView } from '../../media/control/media-control.messages.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
@@ -36,12 +37,13 @@ test.after(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A person (new on this server) joins `space`; the answer of room.join, or the pushes when none came. */
-async function joinAs(handle: string, world: TestEnvironment, space: string): Promise<{ ok: boolean; result?: Record<string, unknown>; error?: unknown; pushes?: unknown }> {
+/** A new person's `room.join`: its answer, and the room view that came before it. */
+async function joinAs(handle: string, world: TestEnvironment, space: string): Promise<{ ok: boolean; result?: Record<string, unknown>; error?: unknown; pushes?: unknown; room?: RoomView | undefined }> {
   const person = await runtimePerson(server!, handle);
   const page = await (await person.runtime(world)).open();
   const conn = await MediaControlClient.connect(server!.url, await mediaGrant(page, space), world.origin);
   try {
-    return await conn.request('room.join', { rtpCapabilities: {} });
+    return { ...(await conn.request('room.join', { rtpCapabilities: {} })), room: conn.room() };
   } catch {
     return { ok: false, pushes: conn.pushes.filter((p) => p.type !== 'hello') };
   } finally {
@@ -84,7 +86,7 @@ test('members connected at a graceful stop are dropped, and removed when their g
   await server.stop('done');
   server = undefined;
   assert.is(view.ok, true, JSON.stringify(view));
-  const ghost = (view.result?.room as { members: Array<{ memberId: string }> }).members.find((m) => m.memberId === liaId);
+  const ghost = view.room!.members.find((m) => m.memberId === liaId);
   assert.equal(ghost, undefined, `7 s after the stop (grace 5 s) the member is still in the room: ${JSON.stringify(ghost)}`);
 });
 
@@ -115,7 +117,8 @@ test('members connected when the server process is killed get their grace after 
     const view = await wconn.request('room.join', { rtpCapabilities: {} });
     wconn.close();
     assert.is(view.ok, true, JSON.stringify(view));
-    const ghost = (view.result?.room as { members: Array<{ memberId: string }> }).members.find((m) => m.memberId === liaId);
+    // The view of the join came before its answer.
+    const ghost = wconn.room()!.members.find((m) => m.memberId === liaId);
     assert.equal(ghost, undefined, `11 s after the crash (hosting 3 s, grace 5 s) the member is still in the room: ${JSON.stringify(ghost)}`);
   } finally {
     first.child.kill('SIGKILL');

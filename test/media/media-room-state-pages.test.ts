@@ -5,7 +5,7 @@ import { ManualClock } from '../../actors/clock.js';
 import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
 import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
-import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, type RoomView } from '../../media/control/media-control.messages.js';
+import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, RoomViewAssembler, type MediaV2ServerMessage, type RoomView } from '../../media/control/media-control.messages.js';
 import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
 import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
@@ -34,12 +34,13 @@ const actorId = (i: number): string => `act_${String(i).padStart(3, '0')}${'q'.r
 
 type StandIn = ReturnType<typeof standInConnection>;
 
-/** The views a member holds, in the order they were complete. */
+/** The views a member put together from what it was sent, in the order they were complete. */
 function viewsOf(standIn: StandIn): RoomView[] {
-  return standIn.sent.flatMap((m) => ((m as { type: string }).type === 'room.state' ? [(m as { room: RoomView }).room] : []));
+  const assembler = new RoomViewAssembler();
+  return standIn.sent.flatMap((m) => assembler.accept(m as MediaV2ServerMessage) ?? []);
 }
 
-test('a full stage: every message to every member and every join answer fits maxMessageBytes in JSON and msgpack; all assemble the same view', async () => {
+test('a full stage: every message to every member and every join answer fits maxMessageBytes in JSON and msgpack; each join answer follows the view of the join; all assemble the same view', async () => {
   const clock = new ManualClock(T0);
   const store = new PostgresActorStore(db.connection);
   let rooms: MediaRooms | undefined;
@@ -67,10 +68,15 @@ test('a full stage: every message to every member and every join answer fits max
     const { json, msgpack } = frameBytes(message);
     if (json > LIMIT || msgpack > LIMIT) oversized.push(`${who} ${(message as { type: string }).type}: ${json} B JSON, ${msgpack} B msgpack`);
   };
+  const joinedUnseen: string[] = [];
   for (const standIn of everyone) {
     const result = await ask(standIn, { type: 'room.join', rtpCapabilities: {} });
     check(standIn.id, { type: 'response', id: 'r', ok: true, result });
+    // The answer follows the whole view of the join (or a newer one): the joiner is in the view it holds by then.
+    const held = viewsOf(standIn).at(-1);
+    if (!held?.members.some((m) => m.memberId === standIn.user.memberId) || held.revision < (result.revision as number)) joinedUnseen.push(standIn.id);
   }
+  assert.equal(joinedUnseen, [], 'a join answer came before the view of the join');
   await Promise.all(listeners.map((l) => ask(l, { type: 'hand.raise' })));
   for (const l of listeners.slice(0, 100)) await ask(mod, { type: 'speaker.offer', target: l.user.memberId });
   clock.advance(2 * ROOM_STATE_INTERVAL_MS);

@@ -1,6 +1,6 @@
 import WebSocket from 'ws';
 import type { RuntimeClient } from '../../client/runtime-client.js';
-import { MEDIA_LIMITS, MediaV2ServerMessageSchema, type MediaV2ServerMessage, type RoomView } from '../../media/control/media-control.messages.js';
+import { MEDIA_LIMITS, MediaV2ServerMessageSchema, RoomViewAssembler, type MediaV2ServerMessage, type RoomView } from '../../media/control/media-control.messages.js';
 import { msgpackCodec } from '../../transport/ws/codecs.js';
 import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
@@ -60,8 +60,9 @@ export type MediaCodecName = 'json' | 'msgpack';
  */
 export class MediaControlClient {
   readonly pushes: MediaV2ServerMessage[] = [];
-  /** Room views, in the order they were complete (from `room.state`). */
+  /** Room views, in the order they were complete (from `room.state` and its pages). */
   readonly views: RoomView[] = [];
+  readonly #assembler = new RoomViewAssembler();
   /** Payload bytes of every frame received, in order. */
   readonly frameBytes: number[] = [];
   closeCode: number | undefined;
@@ -90,7 +91,8 @@ export class MediaControlClient {
       if (message.type === 'response') this.#waiting.get(message.id)?.resolve(message);
       else {
         this.pushes.push(message);
-        if (message.type === 'room.state') this.views.push(message.room);
+        const view = this.#assembler.accept(message);
+        if (view) this.views.push(view);
       }
     });
   }
@@ -159,9 +161,7 @@ export class MediaControlClient {
 
   /** The newest room view this connection holds (highest revision), if any. */
   room(): RoomView | undefined {
-    let best: RoomView | undefined;
-    for (const view of this.views) if (!best || view.revision >= best.revision) best = view;
-    return best;
+    return this.views.at(-1);
   }
 
   /** The newest room view satisfying `accept`, waiting for it. */

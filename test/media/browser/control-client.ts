@@ -2,6 +2,7 @@ import * as z from 'zod';
 import {
   type MediaV2ServerMessage,
   MediaV2ServerMessageSchema,
+  RoomViewAssembler,
   type RoomView,
 } from '../../../media/control/media-control.messages.js';
 import type { ControlCloseRecord, ControlResponseRecord, HelloMessage, ServerPush } from './page-api.js';
@@ -39,7 +40,8 @@ export class RefusedError extends Error {
 
 /**
  * The control-plane socket of one participant, as a test sees it: requests matched to their one response by id, every
- * response and push kept in arrival order, the latest `room.state`, and how the socket closed. Every frame is checked
+ * response and push kept in arrival order, the latest room view (put together from `room.state` and its pages), and
+ * how the socket closed. Every frame is checked
  * against `MediaV2ServerMessageSchema`; one that does not parse is kept as a protocol violation, not thrown.
  * Survives reconnects: the histories continue across sockets.
  */
@@ -56,6 +58,8 @@ export class ControlClient {
   readonly #onPush: (push: ServerPush) => void;
   #hello: HelloMessage | null = null;
   #room: RoomView | null = null;
+  /** Per socket: a new connection's revisions are its own (a retired room starts again at 0). */
+  #assembler = new RoomViewAssembler();
   #closed: ControlCloseRecord | null = null;
 
   constructor(onPush: (push: ServerPush) => void) {
@@ -68,6 +72,7 @@ export class ControlClient {
     this.#socket?.close();
     this.#url = url;
     this.#closed = null;
+    this.#assembler = new RoomViewAssembler();
     // The codec first (the one the server echoes), then the bearer: a browser cannot set headers on a WebSocket.
     const socket = new WebSocket(url, ['registry.v1.json', BEARER_SUBPROTOCOL_PREFIX + grant]);
     this.#socket = socket;
@@ -146,12 +151,9 @@ export class ControlClient {
   hello(): HelloMessage | null {
     return this.#hello;
   }
+  /** The newest whole room view: the last one completed on the current socket, or on an earlier one until then. */
   roomState(): RoomView | null {
     return this.#room;
-  }
-  /** Keeps `room` if it is the newest view seen: a joiner learns the room from its join answer, not from a push. */
-  observeRoom(room: RoomView): void {
-    if (room.revision >= (this.#room?.revision ?? -1)) this.#room = room;
   }
   pushes(): readonly ServerPush[] {
     return this.#pushes;
@@ -216,7 +218,8 @@ export class ControlClient {
 
   #push(push: ServerPush): void {
     if (push.type === 'hello') this.#hello = push;
-    if (push.type === 'room.state') this.observeRoom(push.room);
+    const view = this.#assembler.accept(push);
+    if (view) this.#room = view;
     this.#pushes.push(push);
     const waiter = this.#waiters.findIndex((w) => w.type === push.type);
     if (waiter >= 0) this.#waiters.splice(waiter, 1)[0]?.resolve(push);

@@ -126,7 +126,7 @@ export interface MediaTestApi {
 
   // ---- what the page saw -----------------------------------------------------------------------------------------
   hello(): HelloMessage | null;
-  /** The room view with the highest revision so far, from `room.state` pushes and the `room.join` answer. */
+  /** The newest whole room view, put together from `room.state` and its `room.state.members` pages. */
   roomState(): RoomView | null;
   /** Every push received, oldest first (not drained). */
   pushes(): readonly ServerPush[];

@@ -93,8 +93,8 @@ const api: MediaTestApi = {
 
   async join() {
     const result = await control.call('room.join', { rtpCapabilities: await media.nativeRtpCapabilities() });
-    const { routerRtpCapabilities, room } = parse(JoinedSchema, result, 'room.join');
-    if (room) control.observeRoom(room);
+    // The room view came before this answer, as `room.state` pages: control.roomState() holds it.
+    const { routerRtpCapabilities } = parse(JoinedSchema, result, 'room.join');
     if (!media.hasDevice()) await media.createDevice(routerRtpCapabilities);
     return result;
   },

@@ -1,5 +1,4 @@
 import * as z from 'zod';
-import { RoomViewSchema } from '../../../media/control/media-control.messages.js';
 
 /**
  * The `result` fields the page reads from the answers of the control protocol (the protocol module types requests
@@ -27,6 +26,7 @@ export const ConsumedSchema = z.looseObject({
 });
 export type Consumed = z.infer<typeof ConsumedSchema>;
 
-export const JoinedSchema = z.looseObject({ routerRtpCapabilities: Parameters, room: RoomViewSchema.nullable() });
+/** `revision`: the room view of the join, which arrived (in `room.state` pages) before the answer. */
+export const JoinedSchema = z.looseObject({ routerRtpCapabilities: Parameters, revision: z.number().int().nonnegative().nullable() });
 
 export const ScreenStartedSchema = z.looseObject({ screenProfile: z.enum(['slides', 'motion']) });
