@@ -192,24 +192,37 @@ export class PostgresActorStore implements ActorStore {
   }
 
   async readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]> {
-    let query = this.#db
-      .selectFrom('actor_journal')
-      .select(['version', 'epoch', 'events'])
-      .where('kind', '=', kind)
-      .where('key', '=', key);
-    if (options.beforeVersion !== undefined) query = query.where('version', '<', options.beforeVersion);
-    // Every segment starting below the bound holds at least one wanted event, so `limit` segments are enough.
-    const segments = await query.orderBy('version', 'desc').limit(options.limit).execute();
+    const before = options.beforeVersion ?? Number.MAX_SAFE_INTEGER;
+    // Newest segment first, one primary-key probe each, counting events (the first one only those below the bound);
+    // the walk stops at the segment that completes the page. A segment may hold hundreds of events (a runtime socket's
+    // burst is one commit), so a page reads about the events it returns, not `limit` segments.
+    const { rows: segments } = await sql<{ version: number; epoch: number; events: Array<[number, unknown]> }>`
+      WITH RECURSIVE page (version, events) AS (
+        SELECT s.version, s.events FROM (
+          SELECT j.version, LEAST(j.last_version, ${before}::int8 - 1) - j.version + 1 AS events
+            FROM actor_journal j WHERE j.kind = ${kind} AND j.key = ${key} AND j.version < ${before}::int8
+           ORDER BY j.version DESC LIMIT 1) s
+        UNION ALL
+        SELECT older.version, page.events + older.last_version - older.version + 1
+          FROM page CROSS JOIN LATERAL (
+            SELECT j.version, j.last_version FROM actor_journal j
+             WHERE j.kind = ${kind} AND j.key = ${key} AND j.version < page.version
+             ORDER BY j.version DESC LIMIT 1) older
+         WHERE page.events < ${options.limit}
+      )
+      SELECT j.version, j.epoch, j.events FROM page
+        JOIN actor_journal j ON j.kind = ${kind} AND j.key = ${key} AND j.version = page.version
+       ORDER BY j.version DESC`.execute(this.#db);
     const entries: JournalEntry[] = [];
     for (const segment of segments) {
-      for (let i = segment.events.length - 1; i >= 0; i--) {
+      for (let i = segment.events.length - 1; i >= 0 && entries.length < options.limit; i--) {
         const version = segment.version + i;
-        if (options.beforeVersion !== undefined && version >= options.beforeVersion) continue;
+        if (version >= before) continue;
         const [at, event] = segment.events[i]!;
         entries.push({ version, epoch: segment.epoch, event, at: new Date(at) });
       }
     }
-    return entries.slice(0, options.limit);
+    return entries;
   }
 
   async replaceTimers(

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { CommitEntry, JournalRecord } from '../../storage/actor-store.js';
@@ -57,6 +57,36 @@ test('a commit stores an actor\'s events as one row; paging and loading still se
   assert.is(loaded?.snapshotVersion, 3);
   assert.is(loaded?.version, 8);
   assert.equal(loaded?.tail, records(4, 5));
+});
+
+test('a journal page reads about the events it returns: segments are counted by their events, not taken `limit` at a time', async () => {
+  // Twenty commits of 100 events each, as a runtime socket pipelining its messages leaves them.
+  for (let i = 0; i < 20; i++) {
+    const entry: CommitEntry = { kind: 'counter', key: 'wide', baseVersion: i * 100, epoch: 1, journal: records(i * 100 + 1, 100) };
+    assert.is((await store.commit([entry])).fenced.size, 0);
+  }
+  let rows = 0;
+  const counting: KyselyPlugin = {
+    transformQuery: (args) => args.node,
+    transformResult: async (args) => {
+      rows += args.result.rows.length;
+      return args.result;
+    },
+  };
+  const measured = new PostgresActorStore({ db: db.connection.db.withPlugin(counting), pool: db.connection.pool });
+  const page = async (limit: number, beforeVersion?: number) => {
+    rows = 0;
+    const entries = await measured.readJournal('counter', 'wide', beforeVersion === undefined ? { limit } : { limit, beforeVersion });
+    return { versions: entries.map((e) => e.version), rows };
+  };
+  const newest = await page(50);
+  assert.equal(newest.versions, Array.from({ length: 50 }, (_, i) => 2000 - i));
+  assert.ok(newest.rows <= 2, `50 events of one segment read ${newest.rows} segments (${newest.rows * 100} events)`);
+  const straddling = await page(150, 1951);
+  assert.equal(straddling.versions, Array.from({ length: 150 }, (_, i) => 1950 - i));
+  assert.ok(straddling.rows <= 3, `150 events of two segments read ${straddling.rows} segments`);
+  const all = await page(500, 301);
+  assert.equal(all.versions, Array.from({ length: 300 }, (_, i) => 300 - i), 'a page reaching the first version stops there');
 });
 
 test('a commit refuses an entry without events, or a snapshot that is not its last version, before writing anything', async () => {
