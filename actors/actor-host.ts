@@ -249,16 +249,21 @@ export class ActorHost {
   }
 
   async #load(activation: Activation): Promise<void> {
+    let claimed = 0;
     try {
       const stored = await this.#store.load(activation.kind, activation.key);
-      const epoch = await this.#ownership.claim(activation.kind, activation.key, stored?.epoch ?? 0);
-      activation.load(stored, epoch);
+      claimed = await this.#ownership.claim(activation.kind, activation.key, stored?.epoch ?? 0);
+      activation.load(stored, claimed);
     } catch (error) {
       const actor = activation.id.replace('\u0000', '/');
       // Each request to a broken actor, or to any actor while Postgres is gone, fails its activation alike: one line.
       if (error instanceof StoredActorInconsistentError) this.#quiet.say('error', `restore\u0000${actor}`, { actor, err: error }, 'stored actor cannot be restored');
       else this.#quiet.say('warn', `activation\u0000${faultCode(error)}`, { actor, err: error }, 'actor activation failed');
       activation.loadFailed(error);
+    } finally {
+      // An epoch the activation never took (its state did not restore, or drain stopped it while it loaded): nothing
+      // was sent under it, so ownership need not remember it. One it took is released when the activation stops.
+      if (claimed > 0 && activation.epoch !== claimed) this.#ownership.release(activation.kind, activation.key, claimed, 'unused');
     }
   }
 
@@ -275,7 +280,10 @@ export class ActorHost {
           this.#liveCount--;
         }
         // An activation that never sent a write cannot come to hold its epoch in the store: forget it like a written one.
-        if (activation.epoch > 0) this.#ownership.release(activation.kind, activation.key, activation.epoch, written || !activation.sentWrites);
+        if (activation.epoch > 0) {
+          const outcome = written ? 'stored' : activation.sentWrites ? 'unsettled' : 'unused';
+          this.#ownership.release(activation.kind, activation.key, activation.epoch, outcome);
+        }
         this.#observer?.deactivated(activation.kind, reason);
         // Leaving because nothing is stored is as ordinary as passivating (and strangers can cause it at will): not logged.
         if (reason !== 'passivated' && reason !== 'nothing_stored') this.#quiet.say('warn', `stopped\u0000${reason}`, { actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
