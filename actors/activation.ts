@@ -212,9 +212,12 @@ export class Activation implements CommitParticipant {
     return new Map([...this.#timers].map(([name, t]) => [name, t.dueAt]));
   }
 
-  /** Completes activation with what the store holds (or nothing) and the epoch ownership granted. */
-  load(stored: StoredActor | undefined, epoch: number): void {
-    if (this.#status !== 'loading') return;
+  /**
+   * Completes activation with what the store holds (or nothing) and the epoch ownership granted. Returns the failure
+   * when that state does not restore (the activation has then stopped, its events refused with it).
+   */
+  load(stored: StoredActor | undefined, epoch: number): ActorRestoreError | undefined {
+    if (this.#status !== 'loading') return undefined;
     let timersNow: Readonly<Record<string, number>>;
     try {
       const restored = restoreCommitted(this.#definition, this.key, stored);
@@ -225,8 +228,9 @@ export class Activation implements CommitParticipant {
       // not the storage outage the host would otherwise take the throw for.
       timersNow = this.#timersOf(snapshot);
     } catch (error) {
-      this.#fail(new ActorRestoreError(this.id, error), false, 'load_failed');
-      return;
+      const failure = new ActorRestoreError(this.id, error);
+      this.#fail(failure, false, 'load_failed');
+      return failure;
     }
     this.#epoch = epoch;
     this.#version = stored?.version ?? 0;
@@ -251,6 +255,7 @@ export class Activation implements CommitParticipant {
     const queued = this.#mailbox.splice(0);
     for (const item of queued) this.#handle(item);
     this.#leaveIfNothingStored();
+    return undefined;
   }
 
   loadFailed(error: unknown): void {

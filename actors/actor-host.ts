@@ -5,6 +5,7 @@ import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
 import { ActorEventUnstorableError, ActorOverloadedError, ActorRestoreError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
 import type { Ownership } from './ownership.js';
+import { RestoreBackoff, type RestoreBackoffOptions } from './restore-backoff.js';
 import { actorId, StoredActorInconsistentError, type ActorStore, type DueActor, type StoredActor } from '../storage/actor-store.js';
 import { unstorableTextAt } from '../storage/storable-text.js';
 import { LogThrottle } from './log-throttle.js';
@@ -40,6 +41,8 @@ export interface ActorHostOptions {
   readonly passivateAfterMs?: number;
   /** How often the store is asked for timers falling due (also how far ahead it looks). */
   readonly timerPollMs?: number;
+  /** How the poller waits before loading again an actor whose state did not restore (see RestoreBackoff). */
+  readonly restoreBackoff?: RestoreBackoffOptions;
 }
 
 /** A live actor as operators see it. */
@@ -94,6 +97,8 @@ export class ActorHost {
   #idleWaiters: Array<() => void> = [];
   /** Stale stored timers being replaced (they never reject); drain waits for them. */
   readonly #timerRepairs = new Set<Promise<void>>();
+  /** Actors whose state did not restore: the poller waits before loading them again, and logs them now and then. */
+  readonly #restoreBackoff: RestoreBackoff;
   #pollHandle: TimerHandle | undefined;
   #sweepHandle: TimerHandle | undefined;
   #started = false;
@@ -106,6 +111,7 @@ export class ActorHost {
     this.#quiet = new LogThrottle(options.logger);
     this.#observer = options.observer;
     this.#timerPollMs = options.timerPollMs ?? 1_000;
+    this.#restoreBackoff = new RestoreBackoff(options.restoreBackoff);
     const passivateAfterMs = options.passivateAfterMs ?? defaultActorPolicy.passivateAfterMs;
     for (const kind of options.kinds) {
       if (this.#kinds.has(kind.name)) throw new Error(`actor kind ${kind.name} registered twice`);
@@ -203,6 +209,11 @@ export class ActorHost {
     return this.#liveCount;
   }
 
+  /** Actors whose latest load found a state that does not restore (held back from the poller; bounded). */
+  get unrestorableCount(): number {
+    return this.#restoreBackoff.size;
+  }
+
   /**
    * Refuses new events, lets every accepted one reach its commit (or failure), then stops timers. Resolves when no
    * reply is outstanding and no write is queued.
@@ -253,18 +264,32 @@ export class ActorHost {
     try {
       const stored = await this.#store.load(activation.kind, activation.key);
       claimed = await this.#ownership.claim(activation.kind, activation.key, stored?.epoch ?? 0);
-      activation.load(stored, claimed);
+      const failure = activation.load(stored, claimed);
+      if (failure) this.#restoreFailed(activation, failure);
+      else if (activation.status !== 'stopped') this.#restoreBackoff.restored(activation.id);
     } catch (error) {
-      const actor = activation.id.replace('\u0000', '/');
-      // Each request to a broken actor, or to any actor while Postgres is gone, fails its activation alike: one line.
-      if (error instanceof StoredActorInconsistentError) this.#quiet.say('error', `restore\u0000${actor}`, { actor, err: error }, 'stored actor cannot be restored');
-      else this.#quiet.say('warn', `activation\u0000${faultCode(error)}`, { actor, err: error }, 'actor activation failed');
+      // Each request to any actor while Postgres is gone fails its activation alike: one line. A state that does not
+      // restore is logged by the backoff, only now and then.
+      if (error instanceof StoredActorInconsistentError) this.#restoreFailed(activation, error);
+      else this.#quiet.say('warn', `activation\u0000${faultCode(error)}`, { actor: activation.id.replace('\u0000', '/'), err: error }, 'actor activation failed');
       activation.loadFailed(error);
     } finally {
       // An epoch the activation never took (its state did not restore, or drain stopped it while it loaded): nothing
       // was sent under it, so ownership need not remember it. One it took is released when the activation stops.
       if (claimed > 0 && activation.epoch !== claimed) this.#ownership.release(activation.kind, activation.key, claimed, 'unused');
     }
+  }
+
+  /**
+   * The stored state does not restore: no retry mends it until an operator or a new build does. The poller waits
+   * before loading it again; the failure is logged the first time, then now and then with its count.
+   */
+  #restoreFailed(activation: Activation, error: Error): void {
+    const now = this.#clock.now();
+    const { failures, retryAt, log } = this.#restoreBackoff.failed(activation.id, now);
+    if (!log) return;
+    const details = { actor: `${activation.kind}/${activation.key}`, err: error, failures, retryInMs: retryAt - now };
+    this.#logger.error(details, failures === 1 ? 'stored actor cannot be restored' : 'stored actor still cannot be restored');
   }
 
   #activationContext(policy: ActorPolicy): ActivationContext {
@@ -285,8 +310,11 @@ export class ActorHost {
           this.#ownership.release(activation.kind, activation.key, activation.epoch, outcome);
         }
         this.#observer?.deactivated(activation.kind, reason);
-        // Leaving because nothing is stored is as ordinary as passivating (and strangers can cause it at will): not logged.
-        if (reason !== 'passivated' && reason !== 'nothing_stored') this.#quiet.say('warn', `stopped\u0000${reason}`, { actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
+        // Leaving because nothing is stored is as ordinary as passivating (and strangers can cause it at will): not
+        // logged. A failed load is logged where it failed (a state that does not restore only now and then).
+        if (reason !== 'passivated' && reason !== 'nothing_stored' && reason !== 'load_failed') {
+          this.#quiet.say('warn', `stopped\u0000${reason}`, { actor: `${activation.kind}/${activation.key}`, reason }, 'actor activation stopped');
+        }
       },
       timerDue: (activation, name, dueAt) => {
         const event: Omit<TimerDueEvent, 'at'> = { type: 'timer.due', name, dueAt };
@@ -323,13 +351,15 @@ export class ActorHost {
       // Look one poll interval ahead: actors activated now arm their own precise timers. Rows are paged past the
       // ones skipped (live actors, kinds this node does not host, keys that cannot be activated), which would
       // otherwise fill every page and hide the due actors after them.
-      const before = this.#clock.now() + this.#timerPollMs;
+      const now = this.#clock.now();
+      const before = now + this.#timerPollMs;
       let after: DueActor | undefined;
       for (let page = 0; page < DUE_PAGES_PER_POLL && !this.#draining; page++) {
         const due = await this.#store.dueActors(before, DUE_PAGE, after);
         for (const { kind, key } of due) {
           if (this.#draining) break;
           if (!this.#kinds.has(kind) || this.#live.get(kind)?.has(key)) continue;
+          if (this.#restoreBackoff.size > 0 && this.#restoreBackoff.waiting(actorId(kind, key), now)) continue;
           try {
             this.#activationFor(kind, key);
           } catch (error) {
