@@ -6,7 +6,7 @@ import type { Clock, TimerHandle } from './clock.js';
 import { ActorEventUnstorableError, ActorOverloadedError, ActorRestoreError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
 import type { Ownership } from './ownership.js';
 import { RestoreBackoff, type RestoreBackoffOptions } from './restore-backoff.js';
-import { actorId, StoredActorInconsistentError, type ActorStore, type DueActor, type StoredActor } from '../storage/actor-store.js';
+import { actorId, StoredActorInconsistentError, type ActorStore, type DueActor, type StoredActor, type StoredActorRow } from '../storage/actor-store.js';
 import { unstorableTextAt } from '../storage/storable-text.js';
 import { LogThrottle } from './log-throttle.js';
 
@@ -61,6 +61,7 @@ export interface LiveActorInfo {
 }
 
 export interface CommittedActorView {
+  readonly restores: true;
   /** Newest committed version. */
   readonly version: number;
   /** Version of the stored snapshot the state was rebuilt from. */
@@ -70,6 +71,14 @@ export interface CommittedActorView {
   readonly state: unknown;
   readonly timers: Readonly<Record<string, number>>;
   readonly updatedAt: Date;
+}
+
+/** What is stored for an actor whose state does not restore (the host refuses to activate it), and why. */
+export interface UnrestorableActorView extends StoredActorRow {
+  readonly restores: false;
+  /** Why it does not restore (what the kind's code threw, or the store's inconsistency). */
+  readonly reason: string;
+  readonly cause: unknown;
 }
 
 /**
@@ -182,24 +191,48 @@ export class ActorHost {
 
   /**
    * The committed state of an actor as stored (snapshot plus replayed journal), whether or not it is in memory;
-   * undefined when it has never been written. For inspection: it does not activate the actor.
+   * undefined when it has never been written. It does not activate the actor. Rejects with an ActorRestoreError when
+   * that state does not restore (`inspectStored` answers what is stored then).
    */
   async readCommitted(kind: string, key: string): Promise<CommittedActorView | undefined> {
+    const view = await this.inspectStored(kind, key);
+    if (view?.restores === false) throw new ActorRestoreError(actorId(kind, key), view.cause);
+    return view;
+  }
+
+  /**
+   * For operators: `readCommitted`, except that an actor whose state does not restore, as an activation would find
+   * (the journal has a gap, or kind code throws on the state while it is rebuilt or its timers are read), is answered
+   * with what is stored and why rather than refused: that is when an operator needs to look.
+   */
+  async inspectStored(kind: string, key: string): Promise<CommittedActorView | UnrestorableActorView | undefined> {
     const registered = this.#kinds.get(kind);
     if (!registered) throw new UnknownActorKindError(kind);
     let stored: StoredActor | undefined;
     try {
       stored = await this.#store.load(kind, key);
     } catch (error) {
-      throw error instanceof StoredActorInconsistentError ? new ActorRestoreError(actorId(kind, key), error) : error;
+      if (!(error instanceof StoredActorInconsistentError)) throw error;
+      if (!error.stored) throw new ActorRestoreError(actorId(kind, key), error);
+      return { ...error.stored, restores: false, reason: error.message, cause: error };
     }
     if (!stored) return undefined;
-    const { snapshot } = restoreCommitted(registered.kind, key, stored);
+    let state: unknown;
+    try {
+      const { snapshot } = restoreCommitted(registered.kind, key, stored);
+      registered.kind.timers?.(snapshot as never);
+      state = registered.kind.machine.getPersistedSnapshot(snapshot);
+    } catch (error) {
+      const { snapshotVersion, version, epoch, snapshot, timers, updatedAt } = stored;
+      const reason = error instanceof Error ? error.message : String(error);
+      return { snapshotVersion, version, epoch, snapshot, timers, updatedAt, restores: false, reason, cause: error };
+    }
     return {
+      restores: true,
       version: stored.version,
       snapshotVersion: stored.snapshotVersion,
       epoch: stored.epoch,
-      state: registered.kind.machine.getPersistedSnapshot(snapshot),
+      state,
       timers: stored.timers,
       updatedAt: stored.updatedAt,
     };

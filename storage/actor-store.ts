@@ -108,6 +108,24 @@ export interface DueActor {
  * What the store holds for an actor cannot be its state (a gap in the journal after the snapshot): no retry mends it,
  * an operator must look. Not a storage outage.
  */
-export class StoredActorInconsistentError extends Error {}
+export class StoredActorInconsistentError extends Error {
+  /** What is stored, read as is, when the store read it: for an operator to inspect. */
+  readonly stored: StoredActorRow | undefined;
+  constructor(message: string, stored?: StoredActorRow) {
+    super(message);
+    this.stored = stored;
+  }
+}
+
+/** An actor's snapshot row and the end of its journal, as stored (nothing replayed). */
+export interface StoredActorRow {
+  readonly snapshotVersion: number;
+  /** Newest journaled version. */
+  readonly version: number;
+  readonly epoch: number;
+  readonly snapshot: unknown;
+  readonly timers: Readonly<Record<string, number>>;
+  readonly updatedAt: Date;
+}
 
 export const actorId = (kind: string, key: string): string => `${kind}\u0000${key}`;

@@ -127,7 +127,9 @@ export class PostgresActorStore implements ActorStore {
     const tail: JournalRecord[] = [];
     for (const [version, events] of row.segments ?? []) {
       if (version !== row.version + tail.length + 1) {
-        throw new StoredActorInconsistentError(`journal of ${kind}/${key} has a gap before version ${version} (snapshot at ${row.version})`);
+        const [lastVersion, lastEvents] = row.segments!.at(-1)!;
+        const stored = { snapshotVersion: row.version, version: lastVersion + lastEvents.length - 1, epoch: row.epoch, snapshot: row.snapshot, timers: row.timers, updatedAt: row.updated_at };
+        throw new StoredActorInconsistentError(`journal of ${kind}/${key} has a gap before version ${version} (snapshot at ${row.version})`, stored);
       }
       events.forEach(([at, event], i) => tail.push({ version: version + i, event, at }));
     }

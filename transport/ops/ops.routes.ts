@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import * as z from 'zod';
 import type { ActorHost } from '../../actors/actor-host.js';
-import type { ActorStore } from '../../storage/actor-store.js';
+import type { ActorStore, JournalEntry } from '../../storage/actor-store.js';
 import { apiSchema } from '../http/api-schemas.js';
 import type { CredentialVerifier } from '../http/credentials.js';
 import { HttpError } from '../http/errors.js';
@@ -34,6 +34,21 @@ const LiveActorListSchema = apiSchema(
   z.object({ kinds: z.array(z.string()), actors: z.array(LiveActorSchema), count: z.number().int() }),
 );
 
+/** Journal entries an unrestorable actor's inspection carries. */
+const RECENT_JOURNAL = 20;
+
+const JournalEntrySchema = z.object({ version: z.number().int(), epoch: z.number().int(), event: z.unknown(), at: z.string() });
+
+const JournalSchema = apiSchema(
+  'OpsActorJournal',
+  z.object({
+    kind: z.string(),
+    key: z.string(),
+    entries: z.array(JournalEntrySchema),
+    nextBefore: z.number().int().optional(),
+  }),
+);
+
 const ActorDetailSchema = apiSchema(
   'OpsActorDetail',
   z.object({
@@ -45,25 +60,28 @@ const ActorDetailSchema = apiSchema(
         version: z.number().int().describe('Newest committed version (journal head).'),
         snapshotVersion: z.number().int().describe('Version of the stored snapshot the state was rebuilt from.'),
         epoch: z.number().int(),
-        snapshot: z.unknown().describe('The committed state: stored snapshot with the journal after it replayed.'),
+        snapshot: z
+          .unknown()
+          .describe('The committed state: stored snapshot with the journal after it replayed; the stored snapshot as is when it does not restore.'),
         timers: z.record(z.string(), z.string()),
         updatedAt: z.string(),
+        restores: z
+          .boolean()
+          .describe('False when the stored state does not restore (the host refuses to activate the actor until a fixed build or an operator mends it).'),
+        restoreError: z.string().optional().describe('Why it does not restore: what the kind\'s code threw, or the gap in the journal.'),
+        recentJournal: z
+          .array(JournalEntrySchema)
+          .optional()
+          .describe(`When it does not restore: the newest ${RECENT_JOURNAL} journal entries, newest first (more under /journal).`),
       })
       .nullable(),
   }),
 );
 
-const JournalSchema = apiSchema(
-  'OpsActorJournal',
-  z.object({
-    kind: z.string(),
-    key: z.string(),
-    entries: z.array(z.object({ version: z.number().int(), epoch: z.number().int(), event: z.unknown(), at: z.string() })),
-    nextBefore: z.number().int().optional(),
-  }),
-);
 
 const ActorParams = z.strictObject({ kind: z.string().min(1).max(64), key: z.string().min(1).max(512) });
+
+const journalEntry = (e: JournalEntry) => ({ version: e.version, epoch: e.epoch, event: e.event, at: e.at.toISOString() });
 
 export interface OpsDependencies {
   readonly host: ActorHost;
@@ -135,24 +153,34 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       method: 'get',
       path: '/actors/{kind}/{key}',
       summary: 'One actor: live view and persisted snapshot',
+      description:
+        'The persisted state is the stored snapshot with the journal after it replayed. An actor whose stored state no ' +
+        'longer restores (kind code throws on it, or its journal has a gap) is answered all the same, with `restores: ' +
+        'false`, the reason, the stored snapshot as is and its newest journal entries: the host refuses to activate it ' +
+        'until a fixed build or an operator mends it.',
       params: ActorParams,
       errors: [404],
       responses: { 200: { description: 'The actor.', schema: ActorDetailSchema } },
       handler: async ({ params }) => {
         knownKind(params.kind);
         const live = deps.host.inspect(params.kind, params.key) ?? null;
-        const stored = await deps.host.readCommitted(params.kind, params.key);
+        const stored = await deps.host.inspectStored(params.kind, params.key);
         if (!live && !stored) throw new HttpError(404, 'actor_not_found', `no actor ${params.kind}/${params.key}`, { family: 'catalog' });
-        const persisted = stored
-          ? {
-              version: stored.version,
-              snapshotVersion: stored.snapshotVersion,
-              epoch: stored.epoch,
-              snapshot: stored.state,
-              timers: Object.fromEntries(Object.entries(stored.timers).map(([n, due]) => [n, new Date(due).toISOString()])),
-              updatedAt: stored.updatedAt.toISOString(),
-            }
-          : null;
+        let persisted = null;
+        if (stored) {
+          const common = {
+            version: stored.version,
+            snapshotVersion: stored.snapshotVersion,
+            epoch: stored.epoch,
+            timers: Object.fromEntries(Object.entries(stored.timers).map(([n, due]) => [n, new Date(due).toISOString()])),
+            updatedAt: stored.updatedAt.toISOString(),
+          };
+          if (stored.restores) persisted = { ...common, snapshot: stored.state, restores: true };
+          else {
+            const recent = await deps.store.readJournal(params.kind, params.key, { limit: RECENT_JOURNAL });
+            persisted = { ...common, snapshot: stored.snapshot, restores: false, restoreError: stored.reason, recentJournal: recent.map(journalEntry) };
+          }
+        }
         return { status: 200, body: { kind: params.kind, key: params.key, live, persisted } };
       },
     }),
@@ -187,7 +215,7 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
           body: {
             kind: params.kind,
             key: params.key,
-            entries: entries.map((e) => ({ version: e.version, epoch: e.epoch, event: e.event, at: e.at.toISOString() })),
+            entries: entries.map(journalEntry),
             ...(entries.length === query.limit && last && last.version > 1 ? { nextBefore: last.version } : {}),
           },
         };

@@ -1,0 +1,79 @@
+import { sql } from 'kysely';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createActor } from 'xstate';
+import type { JournalRecord } from '../../storage/actor-store.js';
+import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import { counterKind, counterMachine } from '../fixtures/counter.kind.js';
+import type { TestDatabase } from '../support/database.js';
+import { withTestServer, type TestServer } from '../support/server.js';
+
+/** The operator listener's inspection routes when it matters most: actors whose stored state no longer restores. */
+let db: TestDatabase;
+let server: TestServer;
+withTestServer(test, (started) => ({ db, server } = started), { kinds: [counterKind] });
+
+const ops = async (path: string) => {
+  const res = await fetch(`${server.opsUrl}${path}`);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+};
+const at = Date.parse('2026-05-01T00:00:00Z');
+const tick = (version: number, event: unknown): JournalRecord => ({ version, event, at: at + version });
+
+/** An actor stored at version 1 (snapshot and journal), as any write leaves it. */
+async function storedAtOne(key: string): Promise<PostgresActorStore> {
+  const store = new PostgresActorStore(db.connection);
+  const snapshot = counterMachine.getPersistedSnapshot(createActor(counterMachine).getSnapshot());
+  const first = { kind: 'counter', key, baseVersion: 0, epoch: 3, journal: [tick(1, { type: 'counter.add', amount: 0 })], snapshot: { version: 1, snapshot, timers: {} } };
+  assert.is((await store.commit([first])).fenced.size, 0);
+  return store;
+}
+
+interface Persisted {
+  restores: boolean;
+  restoreError?: string;
+  version: number;
+  snapshotVersion: number;
+  epoch: number;
+  snapshot: { value: string; context: { total: number } };
+  recentJournal?: Array<{ version: number; event: { type: string } }>;
+}
+
+test('inspecting an actor whose journal no longer replays answers what is stored and why it does not restore, not a 500', async () => {
+  const store = await storedAtOne('poisoned');
+  // An event the machine (of this build) throws on, journaled after the snapshot: replaying it fails.
+  assert.is((await store.commit([{ kind: 'counter', key: 'poisoned', baseVersion: 1, epoch: 3, journal: [tick(2, { type: 'counter.poison' })] }])).fenced.size, 0);
+  const { status, body } = await ops('/actors/counter/poisoned');
+  assert.is(status, 200, JSON.stringify(body));
+  const persisted = body.persisted as Persisted;
+  assert.equal(
+    { restores: persisted.restores, version: persisted.version, snapshotVersion: persisted.snapshotVersion, epoch: persisted.epoch, value: persisted.snapshot.value },
+    { restores: false, version: 2, snapshotVersion: 1, epoch: 3, value: 'counting' },
+    'the stored snapshot row, as stored',
+  );
+  assert.match(persisted.restoreError ?? '', /poisoned/);
+  assert.equal(persisted.recentJournal?.map((e) => [e.version, e.event.type]), [[2, 'counter.poison'], [1, 'counter.add']]);
+});
+
+test('inspecting an actor whose journal has a gap after its snapshot answers what is stored and the gap', async () => {
+  await storedAtOne('gap');
+  await sql`INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
+            VALUES ('counter', 'gap', 3, 4, 3, ${JSON.stringify([[at + 3, { type: 'counter.add', amount: 1 }], [at + 4, { type: 'counter.add', amount: 2 }]])})`.execute(db.connection.db);
+  const { status, body } = await ops('/actors/counter/gap');
+  assert.is(status, 200, JSON.stringify(body));
+  const persisted = body.persisted as Persisted;
+  assert.equal(
+    { restores: persisted.restores, version: persisted.version, snapshotVersion: persisted.snapshotVersion, epoch: persisted.epoch },
+    { restores: false, version: 4, snapshotVersion: 1, epoch: 3 },
+  );
+  assert.match(persisted.restoreError ?? '', /gap before version 3/);
+  assert.equal(persisted.recentJournal?.map((e) => e.version), [4, 3, 1]);
+});
+
+test('an actor that restores says so, with no journal in the answer', async () => {
+  await storedAtOne('fine');
+  const persisted = (await ops('/actors/counter/fine')).body.persisted as Persisted;
+  assert.equal({ restores: persisted.restores, error: persisted.restoreError, journal: persisted.recentJournal }, { restores: true, error: undefined, journal: undefined });
+});
+
+test.run();
