@@ -60,6 +60,35 @@ export interface LiveActorInfo {
   readonly lastActivityAt: string;
 }
 
+export interface LiveActorPage {
+  readonly actors: readonly LiveActorInfo[];
+  /** Live actors of the kinds asked for, on every page. */
+  readonly total: number;
+}
+
+/**
+ * The `count` smallest of `keys` above `floor`, in order: one pass, holding no more than `count` of them (a page of a
+ * host with a million live actors must not sort them all).
+ */
+function smallestAfter(keys: Iterable<string>, floor: string | undefined, count: number): string[] {
+  const best: string[] = [];
+  if (count <= 0) return best;
+  for (const key of keys) {
+    if (floor !== undefined && key <= floor) continue;
+    if (best.length === count && key >= best[count - 1]!) continue;
+    let lo = 0;
+    let hi = best.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (best[mid]! < key) lo = mid + 1;
+      else hi = mid;
+    }
+    best.splice(lo, 0, key);
+    if (best.length > count) best.pop();
+  }
+  return best;
+}
+
 export interface CommittedActorView {
   readonly restores: true;
   /** Newest committed version. */
@@ -164,7 +193,34 @@ export class ActorHost {
     return activation.deliver(event);
   }
 
-  /** Live actors, optionally of one kind. */
+  /**
+   * One page of live actors (optionally of one kind) in (kind, key) order, after `after` (the last actor of the
+   * previous page); `total` counts them all. Costs a scan of the keys, not a description of every actor.
+   */
+  listPage(options: { readonly kind?: string; readonly limit: number; readonly after?: { readonly kind: string; readonly key: string } }): LiveActorPage {
+    const { after, limit } = options;
+    const kinds = options.kind !== undefined ? [options.kind] : [...this.#live.keys()].sort();
+    const actors: LiveActorInfo[] = [];
+    let total = 0;
+    for (const kind of kinds) {
+      const ofKind = this.#live.get(kind);
+      if (!ofKind) continue;
+      total += ofKind.size;
+      if (actors.length === limit || (after && kind < after.kind)) continue;
+      const keys = smallestAfter(ofKind.keys(), after?.kind === kind ? after.key : undefined, limit - actors.length);
+      for (const key of keys) actors.push(this.#describe(ofKind.get(key)!));
+    }
+    return { actors, total };
+  }
+
+  /** Live actors by kind. */
+  liveCounts(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const [kind, ofKind] of this.#live) if (ofKind.size > 0) counts.set(kind, ofKind.size);
+    return counts;
+  }
+
+  /** Live actors, optionally of one kind (every one: for tests and small hosts; operators page with listPage). */
   list(kind?: string): LiveActorInfo[] {
     const out: LiveActorInfo[] = [];
     for (const a of this.#allLive()) {

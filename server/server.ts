@@ -174,11 +174,7 @@ export async function startServer(
     const store = new PostgresActorStore({ ...storage, commitPool: commitStorage.pool, loadPool: loadStorage.pool });
     let host: ActorHost | undefined;
     const metrics = createServerMetrics({
-      liveActors: () => {
-        const counts = new Map<string, number>();
-        for (const a of host?.list() ?? []) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
-        return counts;
-      },
+      liveActors: () => host?.liveCounts() ?? new Map<string, number>(),
       httpInFlight: () => gateway.inFlight,
     });
     host = new ActorHost({

@@ -76,4 +76,29 @@ test('an actor that restores says so, with no journal in the answer', async () =
   assert.equal({ restores: persisted.restores, error: persisted.restoreError, journal: persisted.recentJournal }, { restores: true, error: undefined, journal: undefined });
 });
 
+test('GET /actors pages live actors in (kind, key) order: a default and a largest limit, and a cursor', async () => {
+  const host = server.services.host;
+  const keys = Array.from({ length: 250 }, (_, i) => `paged-${String((i * 7919) % 250).padStart(3, '0')}`);
+  await Promise.all(keys.map((key) => host.send('counter', key, { type: 'counter.add', amount: 1 })));
+  type Page = { actors: Array<{ kind: string; key: string }>; count: number; total: number; next?: string };
+  const first = (await ops('/actors?kind=counter')).body as unknown as Page;
+  assert.is(first.actors.length, 100, 'the default page');
+  assert.is(first.count, 100);
+  assert.ok(first.total >= 250, `total ${first.total}`);
+  const seen: string[] = [];
+  let page: Page = first;
+  for (let guard = 0; guard < 20; guard++) {
+    seen.push(...page.actors.map((a) => a.key));
+    if (page.next === undefined) break;
+    page = (await ops(`/actors?kind=counter&limit=60&after=${encodeURIComponent(page.next)}`)).body as unknown as Page;
+  }
+  const paged = seen.filter((k) => k.startsWith('paged-'));
+  assert.equal(paged, [...keys].sort(), 'every live actor once, in key order');
+  assert.equal(seen, [...seen].sort(), 'pages follow each other in key order');
+  const all = (await ops('/actors?limit=1000')).body as unknown as Page;
+  assert.ok(all.actors.every((a, i) => i === 0 || `${all.actors[i - 1]!.kind}/${all.actors[i - 1]!.key}` < `${a.kind}/${a.key}`));
+  assert.is((await ops('/actors?limit=1001')).status, 400, 'more than the largest page is refused');
+  assert.is((await ops('/actors?after=no-slash')).status, 400, 'a cursor that is no kind/key is refused');
+});
+
 test.run();

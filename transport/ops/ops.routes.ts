@@ -31,8 +31,18 @@ const LiveActorSchema = apiSchema(
 
 const LiveActorListSchema = apiSchema(
   'OpsLiveActorList',
-  z.object({ kinds: z.array(z.string()), actors: z.array(LiveActorSchema), count: z.number().int() }),
+  z.object({
+    kinds: z.array(z.string()),
+    actors: z.array(LiveActorSchema),
+    count: z.number().int().describe('Actors on this page.'),
+    total: z.number().int().describe('Live actors (of the kind asked for) on this node.'),
+    next: z.string().optional().describe('Present when the page is full: pass it as `after` for the next page.'),
+  }),
 );
+
+/** Live actors per page of GET /actors, unless `limit` says otherwise, and the most it may say. */
+const LIVE_PAGE_DEFAULT = 100;
+const LIVE_PAGE_MAX = 1_000;
 
 /** Journal entries an unrestorable actor's inspection carries. */
 const RECENT_JOURNAL = 20;
@@ -138,13 +148,40 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       operationId: 'listLiveActors',
       method: 'get',
       path: '/actors',
-      summary: 'Actors in memory',
-      query: z.strictObject({ kind: z.string().min(1).max(64).optional() }),
+      summary: 'Actors in memory, a page at a time',
+      description:
+        `Live actors of this node in (kind, key) order, ${LIVE_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
+        `(at most ${LIVE_PAGE_MAX}). A full page carries \`next\`; pass it as \`after\` for the page after it. Actors ` +
+        'come and go between pages (activations, passivation): a page holds those live when it was made.',
+      query: z.strictObject({
+        kind: z.string().min(1).max(64).optional(),
+        limit: z.coerce.number().int().min(1).max(LIVE_PAGE_MAX).default(LIVE_PAGE_DEFAULT),
+        after: z.string().min(3).max(600).optional().describe('The `next` of the previous page (`kind/key` of its last actor).'),
+      }),
       responses: { 200: { description: 'Live actors, optionally of one kind.', schema: LiveActorListSchema } },
       handler: async ({ query }) => {
         if (query.kind !== undefined) knownKind(query.kind);
-        const actors = deps.host.list(query.kind);
-        return { status: 200, body: { kinds: [...deps.host.kinds], actors, count: actors.length } };
+        let after: { kind: string; key: string } | undefined;
+        if (query.after !== undefined) {
+          const slash = query.after.indexOf('/');
+          if (slash < 1 || slash === query.after.length - 1) {
+            const message = 'after is the `next` of a previous page: kind/key';
+            throw new HttpError(400, 'validation_failed', message, { details: [{ pointer: '/after', in: 'query', code: 'invalid', message }] });
+          }
+          after = { kind: query.after.slice(0, slash), key: query.after.slice(slash + 1) };
+        }
+        const { actors, total } = deps.host.listPage({ ...(query.kind !== undefined ? { kind: query.kind } : {}), limit: query.limit, ...(after ? { after } : {}) });
+        const last = actors.at(-1);
+        return {
+          status: 200,
+          body: {
+            kinds: [...deps.host.kinds],
+            actors: [...actors],
+            count: actors.length,
+            total,
+            ...(actors.length === query.limit && last ? { next: `${last.kind}/${last.key}` } : {}),
+          },
+        };
       },
     }),
     defineRoute({
