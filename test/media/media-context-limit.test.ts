@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MEDIA_LIMITS } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
+import { configureMedia, FULL_STAGE, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -40,25 +40,12 @@ async function inParallel(count: number, width: number, work: (i: number) => Pro
   }));
 }
 
-/** A room as large as any: 150 members (a meeting is at most 16, so a stage). */
-const stage = {
-  mode: 'stage',
-  maxParticipants: 150,
-  maxSpeakerSeats: 2,
-  floorControl: 'moderated',
-  raiseHand: 'enabled',
-  screenShare: 'speakers',
-  guestPolicy: 'account_required',
-  encryption: 'transport',
-  reconnectGraceSeconds: 30,
-};
-
 test.before(async () => {
   db = await createTestDatabase();
   server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   await runtimePerson(server, 'crowd-owner');
   world = await testEnvironment(server.opsUrl, 'media-crowd', 'crowd-owner');
-  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }, { id: 'arena', policy: stage }] });
+  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }, { id: 'arena', policy: FULL_STAGE }] });
   const people = MEDIA_LIMITS.maxParticipantsPerContext + 1;
   await inParallel(people, 8, async (i) => {
     // Enrolment start admits bursts of 20 per address.

@@ -8,7 +8,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { FULL_STAGE, mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -29,18 +29,7 @@ const authorityBodies: Array<Record<string, unknown>> = [];
 /** Well-formed RTP parameters of a microphone (what mediasoup-client would send), for tests about something else. */
 const MICROPHONE_RTP = { codecs: [{ mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 }] };
 
-const stagePolicy = (roleAuthorityUrl?: string) => ({
-  mode: 'stage',
-  maxParticipants: 150,
-  maxSpeakerSeats: 2,
-  floorControl: 'moderated',
-  raiseHand: 'enabled',
-  screenShare: 'speakers',
-  guestPolicy: 'account_required',
-  encryption: 'transport',
-  reconnectGraceSeconds: 30,
-  ...(roleAuthorityUrl ? { roleAuthorityUrl } : {}),
-});
+const stagePolicy = (roleAuthorityUrl?: string) => ({ ...FULL_STAGE, ...(roleAuthorityUrl ? { roleAuthorityUrl } : {}) });
 
 test.before(async () => {
   authority = createServer((req, res) => {

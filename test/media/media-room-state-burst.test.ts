@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { ROOM_STATE_INTERVAL_MS, RoomViewAssembler } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
-import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { FULL_STAGE, mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, type TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
@@ -20,23 +20,12 @@ let extraPage: RuntimeClient;
 const crowd: RuntimeClient[] = [];
 const CROWD = 30;
 
-const stage = {
-  mode: 'stage',
-  maxParticipants: 150,
-  maxSpeakerSeats: 2,
-  floorControl: 'moderated',
-  raiseHand: 'enabled',
-  screenShare: 'speakers',
-  guestPolicy: 'account_required',
-  encryption: 'transport',
-  reconnectGraceSeconds: 30,
-};
 const OPUS_CAPS = { codecs: [{ kind: 'audio', mimeType: 'audio/opus', clockRate: 48_000, channels: 2, preferredPayloadType: 100 }] };
 const MIC = { mid: '0', codecs: [{ mimeType: 'audio/opus', payloadType: 100, clockRate: 48_000, channels: 2 }], encodings: [{ ssrc: 5151 }] };
 
 withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV);
 test.before(async () => {
-  ({ world, modPage } = await mediaWorld(server, 'media-state-burst', { directCalls: { enabled: false }, spaces: [{ id: 'arena', policy: stage }] }));
+  ({ world, modPage } = await mediaWorld(server, 'media-state-burst', { directCalls: { enabled: false }, spaces: [{ id: 'arena', policy: FULL_STAGE }] }));
   // Enrolment start admits bursts of 20 per client address.
   for (let i = 0; i < CROWD; i += 1) {
     const person = await runtimePerson(server, `burst-${String(i).padStart(2, '0')}`, world, `127.0.0.${2 + Math.floor(i / 20)}`);

@@ -40,6 +40,19 @@ export async function mediaWorld(server: { url: string; opsUrl: string }, enviro
   return { world, mod, lia, modPage, liaPage };
 }
 
+/** A space as large as the contract allows (150 participants, so a stage), moderated, hands raised by request. */
+export const FULL_STAGE = Object.freeze({
+  mode: 'stage',
+  maxParticipants: 150,
+  maxSpeakerSeats: 2,
+  floorControl: 'moderated',
+  raiseHand: 'enabled',
+  screenShare: 'speakers',
+  guestPolicy: 'account_required',
+  encryption: 'transport',
+  reconnectGraceSeconds: 30,
+});
+
 export const ALL_MEDIA_SCOPES = ['media:connect', 'media:direct-call', 'media:join-space', 'media:request-speak', 'media:publish'];
 
 /** A Media control grant for the page's active Runtime. */
