@@ -5,6 +5,7 @@ import { CLIENT_SCOPES } from './oauth-grants.js';
 /** The parameters of an OIDC authorization request as sent (query of the GET, form of the POST). */
 export interface AuthorizationParameters {
   readonly response_type?: string | undefined;
+  readonly response_mode?: string | undefined;
   readonly client_id?: string | undefined;
   readonly redirect_uri?: string | undefined;
   readonly scope?: string | undefined;
@@ -19,7 +20,7 @@ export interface AuthorizationParameters {
   readonly id_token_hint?: string | undefined;
 }
 
-const PARAMETER_NAMES = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age', 'request', 'request_uri', 'id_token_hint'] as const;
+const PARAMETER_NAMES = ['response_type', 'response_mode', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method', 'prompt', 'max_age', 'request', 'request_uri', 'id_token_hint'] as const;
 
 type ParameterName = (typeof PARAMETER_NAMES)[number];
 
@@ -163,6 +164,8 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   if (p.request_uri !== undefined) return fail('request_uri_not_supported', 'request_uri_unsupported', 'the request_uri parameter is not supported');
   if (!p.response_type) return fail('invalid_request', 'response_type_required', 'response_type is required (response_type=code)');
   if (p.response_type !== 'code') return fail('unsupported_response_type', 'response_type_unsupported', 'only response_type=code is supported');
+  // A client asking for another mode (fragment, form_post) would look for the answer where it never comes.
+  if (p.response_mode !== undefined && p.response_mode !== 'query') return fail('invalid_request', 'response_mode_unsupported', 'response_mode may only be query');
   if (p.code_challenge === undefined) return fail('invalid_request', 'pkce_required', 'PKCE is required: send code_challenge with code_challenge_method=S256');
   if (p.code_challenge_method !== 'S256') return fail('invalid_request', 'pkce_method_unsupported', 'code_challenge_method must be S256 (plain is refused)');
   if (!CHALLENGE.test(p.code_challenge)) return fail('invalid_request', 'pkce_challenge_invalid', 'code_challenge must be the 43-character base64url SHA-256 of the verifier');

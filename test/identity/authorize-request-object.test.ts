@@ -63,4 +63,17 @@ test('discovery says neither request nor request_uri is supported (request_uri d
   assert.is(discovery.request_uri_parameter_supported, false);
 });
 
+test('response_mode other than query (fragment, form_post) is refused invalid_request, not answered by query where the client does not look; query is accepted', async () => {
+  for (const mode of ['fragment', 'form_post']) {
+    const res = await browser.fetch(request({ response_mode: mode }));
+    assert.is(res.status, 303, mode);
+    const back = new URL(res.headers.get('location')!);
+    assert.is(back.searchParams.get('error'), 'invalid_request', mode);
+    assert.match(back.searchParams.get('error_description') ?? '', /response_mode/);
+    assert.is(back.searchParams.get('code'), null);
+  }
+  const { location } = await browser.authorize(request({ response_mode: 'query' }));
+  assert.ok(location?.searchParams.get('code'), 'response_mode=query is what the registry does');
+});
+
 test.run();
