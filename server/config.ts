@@ -55,6 +55,7 @@ const EnvSchema = z.object({
   MEDIA_ANNOUNCED_ADDRESS: z.string().min(1).optional(),
   MEDIA_CONSUMERS_PER_ROUTER: positive(1, 100_000).default(500),
   MEDIA_HOSTING_TTL_SECONDS: positive(3, 3_600).default(60),
+  MEDIA_CALLBACK_ALLOW_LOOPBACK: z.enum(['0', '1']).default('0'),
 });
 
 export interface Config {
@@ -100,6 +101,12 @@ export interface Config {
   /** Consumers one router takes before a room spreads over another worker (mediasoup: about 500 per worker). */
   readonly mediaConsumersPerRouter: number;
   readonly mediaHostingTtlSeconds: number;
+  /**
+   * Whether the publisher-authority callback may reach loopback (and then over http): for development and tests,
+   * whose Environment backend runs on this host. Off, only public unicast addresses are called; private, link-local
+   * and other special-purpose addresses never are (publisher-authority.destination.ts).
+   */
+  readonly mediaCallbackAllowLoopback: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -151,5 +158,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mediaAnnouncedAddress: e.MEDIA_ANNOUNCED_ADDRESS,
     mediaConsumersPerRouter: e.MEDIA_CONSUMERS_PER_ROUTER,
     mediaHostingTtlSeconds: e.MEDIA_HOSTING_TTL_SECONDS,
+    mediaCallbackAllowLoopback: e.MEDIA_CALLBACK_ALLOW_LOOPBACK === '1',
   });
 }

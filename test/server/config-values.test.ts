@@ -41,6 +41,15 @@ test('decimal values, surrounded by blanks or not, and unset variables still wor
   assert.is(defaults.mediaWorkers, undefined);
 });
 
+test('MEDIA_CALLBACK_ALLOW_LOOPBACK: off unless 1; any other value is refused, naming it', () => {
+  assert.is(loadConfig({}).mediaCallbackAllowLoopback, false);
+  assert.is(loadConfig({ MEDIA_CALLBACK_ALLOW_LOOPBACK: '0' }).mediaCallbackAllowLoopback, false);
+  assert.is(loadConfig({ MEDIA_CALLBACK_ALLOW_LOOPBACK: '1' }).mediaCallbackAllowLoopback, true);
+  for (const value of ['', 'true', 'yes', '2', ' 1']) {
+    assert.match(refusal({ MEDIA_CALLBACK_ALLOW_LOOPBACK: value }), /invalid configuration: MEDIA_CALLBACK_ALLOW_LOOPBACK: /, JSON.stringify(value));
+  }
+});
+
 test('the server process refuses an empty PORT with exit 2 and one line naming it, before starting anything', async () => {
   const { code, output } = await runToExit('dist/server/main.js', { PORT: '', OPS_PORT: '0', HOST: '127.0.0.1', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
   assert.is(code, 2, output.slice(-2000));
