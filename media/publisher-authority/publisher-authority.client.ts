@@ -37,6 +37,10 @@ export interface PublisherAuthorityOptions {
   /** The scopes of the grant being forwarded: without `media:publish` the backend is not asked at all. */
   readonly grantScopes: readonly string[];
   readonly fetch?: typeof fetch;
+  /** Whether the backend may be on this host's loopback (MEDIA_CALLBACK_ALLOW_LOOPBACK); off unless set. */
+  readonly allowLoopback?: boolean;
+  /** DNS: every address a host name has. Tests stand in for it; the default is the system resolver. */
+  readonly resolve?: (hostname: string) => Promise<ReadonlyArray<{ readonly address: string; readonly family: 4 | 6 }>>;
   readonly timeoutMs?: number;
   readonly maxBytes?: number;
 }

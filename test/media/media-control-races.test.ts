@@ -7,7 +7,7 @@ import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { LOOPBACK_AUTHORITY_ENV, mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import type { TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -63,7 +63,7 @@ test.before(async () => {
   await new Promise<void>((resolve) => authority.listen(0, '127.0.0.1', resolve));
   const authorityUrl = `http://127.0.0.1:${(authority.address() as AddressInfo).port}/authority`;
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
+  server = await startTestServer(db.url, productParts, { ...MEDIA_TEST_ENV, ...LOOPBACK_AUTHORITY_ENV });
   ({ world, modPage, liaPage } = await mediaWorld(server, 'media-races', {
     directCalls: { enabled: true },
     spaces: [

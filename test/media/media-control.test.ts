@@ -8,7 +8,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MediaV2ClientMessageSchema, MediaV2ServerMessageSchema } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { FULL_STAGE, mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { FULL_STAGE, LOOPBACK_AUTHORITY_ENV, mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -43,7 +43,7 @@ test.before(async () => {
   await new Promise<void>((resolve) => authority.listen(0, '127.0.0.1', resolve));
   const authorityUrl = `http://127.0.0.1:${(authority.address() as AddressInfo).port}/media/authority`;
   db = await createTestDatabase();
-  server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
+  server = await startTestServer(db.url, productParts, { ...MEDIA_TEST_ENV, ...LOOPBACK_AUTHORITY_ENV });
   ({ lia, world, modPage, liaPage } = await mediaWorld(server, 'media-world', {
     directCalls: { enabled: true },
     spaces: [

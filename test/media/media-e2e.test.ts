@@ -8,7 +8,7 @@ import { productParts } from '../../server/main.js';
 import { launchChromium, type ChromiumHandle } from '../support/chromium.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { registerEnvironment } from '../support/identity.js';
-import { ALL_MEDIA_SCOPES, configureMedia, mediaGrant } from '../support/media-control.js';
+import { ALL_MEDIA_SCOPES, configureMedia, LOOPBACK_AUTHORITY_ENV, mediaGrant } from '../support/media-control.js';
 import { type MediaPage, MediaPageServer } from '../support/media-page.js';
 import { LONG_LEASE_ENV, runtimePerson, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
@@ -40,7 +40,7 @@ test.before(async () => {
   await new Promise<void>((resolve) => authority.listen(0, '127.0.0.1', resolve));
   db = await createTestDatabase();
   // Each person's Runtime is opened once and kept for the later tests (runtimeOf).
-  server = await startTestServer(db.url, productParts, LONG_LEASE_ENV);
+  server = await startTestServer(db.url, productParts, { ...LONG_LEASE_ENV, ...LOOPBACK_AUTHORITY_ENV });
   [browser, pages] = await Promise.all([launchChromium(), MediaPageServer.start()]);
   const environmentId = 'media-e2e-world';
   const redirectUri = `${pages.origin}/callback`;

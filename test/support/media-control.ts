@@ -12,6 +12,12 @@ import { cutAfterUpgrade } from './uws-upgrade-cut.js';
  */
 export const MEDIA_TEST_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_WORKERS: '1', ...LONG_LEASE_ENV });
 
+/**
+ * The setting of a server whose spaces call a publisher authority the test runs on 127.0.0.1: the callback reaches
+ * loopback only when it is set (publisher-authority.destination.ts).
+ */
+export const LOOPBACK_AUTHORITY_ENV: Readonly<Record<string, string>> = Object.freeze({ MEDIA_CALLBACK_ALLOW_LOOPBACK: '1' });
+
 /** Installs Media in an Environment and gives it a configuration, through the operator listener. */
 export async function configureMedia(opsUrl: string, environmentId: string, configuration: unknown): Promise<void> {
   const headers = { 'x-operator-name': 'test-operator', 'content-type': 'application/json' };
