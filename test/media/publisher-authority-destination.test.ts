@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authorizePublisher, type PublisherAuthorityDecision, type PublisherAuthorityOptions } from '../../media/publisher-authority/publisher-authority.client.js';
+import { refuseDestination, specialRange } from '../../media/publisher-authority/publisher-authority.destination.js';
 import type { PublisherAuthorityRequest } from '../../media/publisher-authority/publisher-authority.messages.js';
 
 /**
@@ -154,6 +155,26 @@ test('a resolver that fails, or answers nothing, denies rather than throwing', a
   assert.match(failed.detail ?? '', /ENOTFOUND/);
   const empty = await ask('https://authority.environment.example/authority', { resolve: resolver([]) });
   assert.equal([empty.allowed, empty.reason], [false, 'network_error']);
+});
+
+test('the rule alone: each range\'s edges are refused, their public neighbours are not, loopback only when allowed', () => {
+  const refused: Record<string, string> = {
+    '10.255.255.255': 'private', '172.16.0.0': 'private', '172.31.255.255': 'private', '192.168.255.255': 'private',
+    '100.64.0.0': 'shared_cgnat', '100.127.255.255': 'shared_cgnat', '169.254.0.1': 'link_local', '127.255.255.254': 'loopback',
+    '0.0.0.0': 'this_network', '224.0.0.0': 'multicast', '255.255.255.255': 'reserved',
+    '::': 'unspecified', '::1': 'loopback', 'fc00::': 'unique_local', 'fdff:ffff::1': 'unique_local', 'fe80::1%eth0': 'link_local',
+    'febf::1': 'link_local', 'ff0e::1': 'multicast', '::ffff:127.0.0.1': 'ipv4_mapped:loopback', '0:0:0:0:0:ffff:a9fe:a9fe': 'ipv4_mapped:link_local',
+    '64:ff9b::10.1.2.3': 'nat64:private', '64:ff9b::7f00:1': 'nat64:loopback', '2002:a00:1::': '6to4:private', '4000::1': 'not_global_unicast', 'fbff::1': 'not_global_unicast', '3fff:fff::1': 'documentation',
+  };
+  for (const [address, range] of Object.entries(refused)) assert.is(specialRange(address), range, address);
+  const publicAddresses = ['9.255.255.255', '11.0.0.0', '172.15.255.255', '172.32.0.0', '192.167.255.255', '192.169.0.0', '100.63.255.255', '100.128.0.0', '169.253.255.255', '223.255.255.255', '8.8.8.8',
+    '2606:4700::1111', '2001:4860:4860::8888', '3ffe::1', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1', '3fff:1000::1'];
+  for (const address of publicAddresses) assert.is(refuseDestination(address, { allowLoopback: false }), undefined, address);
+  for (const address of ['127.0.0.1', '::1', '::ffff:7f00:1']) {
+    assert.equal(refuseDestination(address, { allowLoopback: false })?.address, address);
+    assert.is(refuseDestination(address, { allowLoopback: true }), undefined, address);
+  }
+  for (const address of ['64:ff9b::7f00:1', '2002:7f00:1::', '::7f00:1', '10.0.0.1']) assert.ok(refuseDestination(address, { allowLoopback: true }), `${address}: not this host's loopback`);
 });
 
 test.run();
