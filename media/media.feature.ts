@@ -113,7 +113,7 @@ export function mediaFeature(): ServerParts {
               source: question.source,
               requestId: newId('par'),
             },
-            { grantScopes: question.scopes },
+            { grantScopes: question.scopes, allowLoopback: config.mediaCallbackAllowLoopback },
           ).then((decision) => {
             if (!decision.allowed) log.info({ reason: decision.reason, detail: decision.detail, scope: question.scope }, 'publisher authority denied');
             return { allowed: decision.allowed, reason: decision.reason };

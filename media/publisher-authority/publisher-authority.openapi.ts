@@ -64,8 +64,11 @@ export function buildPublisherAuthorityOpenApi(version: string): Json {
           tags: ['Publisher authority'],
           summary: 'May this actor publish in this space?',
           description:
-            'Sent as `POST` with a JSON body to the `roleAuthorityUrl` of the space\'s policy (https; http only on ' +
-            'loopback), before the Media service lets an actor publish. The credential is the forwarded plugin grant ' +
+            'Sent as `POST` with a JSON body to the `roleAuthorityUrl` of the space\'s policy, before the Media service ' +
+            'lets an actor publish. The address must be https and reach only public unicast addresses, checked on ' +
+            'every address the name resolves to at each call (loopback, and http to it, only where the Media ' +
+            'service\'s operator allows it for development); a private, link-local or other special-purpose ' +
+            'address is refused without a connection and denies. The credential is the forwarded plugin grant ' +
             `in the body field \`grant\`; the Media service never sends one without \`${PUBLISH_SCOPE}\`. No other ` +
             'authentication is sent. ' +
             FAILURE,
