@@ -1,8 +1,9 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
 import { readCookie, setCookie } from '../transport/http/cookies.js';
 import { idPattern, newId } from './ids.js';
+import { LIVE_SESSION_CAPS, lockAccountSessions } from './live-session-caps.js';
 import { hashToken, newOpaqueToken, sameSecret, type RegistrySecrets } from './opaque-tokens.js';
 
 export const PAGE_COOKIE = '__Host-registry_page';
@@ -105,21 +106,27 @@ export class BrowserSessions {
     const expiresAt = Math.min(now + ttl, input.notAfter ?? Number.POSITIVE_INFINITY);
     const id = newId(kind === 'page' ? 'pgs' : 'cns');
     const secret = newOpaqueToken(kind === 'page' ? 'rps' : 'rcs');
-    await this.#db
-      .insertInto('browser_sessions')
-      .values({
-        id,
-        kind,
-        secret_hash: secret.hash,
-        browser_id: input.browserId,
-        account_id: input.accountId,
-        account_epoch: input.accountEpoch,
-        device_id: input.deviceId ?? null,
-        grant_id: input.grantId ?? null,
-        created_at: new Date(now),
-        expires_at: new Date(expiresAt),
-      })
-      .execute();
+    await this.#db.transaction().execute(async (trx) => {
+      // The account's creations of this kind take turns (an advisory lock), so racing ones at the cap leave exactly the
+      // cap live: each inserts, then ends the account's oldest live sessions beyond it.
+      await lockAccountSessions(trx, kind, input.accountId);
+      await trx
+        .insertInto('browser_sessions')
+        .values({
+          id,
+          kind,
+          secret_hash: secret.hash,
+          browser_id: input.browserId,
+          account_id: input.accountId,
+          account_epoch: input.accountEpoch,
+          device_id: input.deviceId ?? null,
+          grant_id: input.grantId ?? null,
+          created_at: new Date(now),
+          expires_at: new Date(expiresAt),
+        })
+        .execute();
+      if (kind === 'page') await this.#endOldestBeyondCap(trx, kind, input.accountId, now);
+    });
     const session: BrowserSession = {
       id,
       kind,
@@ -136,6 +143,32 @@ export class BrowserSessions {
     // The page session must ride the top-level navigation from an Environment to the authorization page: Lax.
     const cookie = setCookie(name, secret.token, { maxAgeSeconds: Math.floor((expiresAt - now) / 1000), sameSite: kind === 'page' ? 'Lax' : 'Strict' });
     return { session, cookie };
+  }
+
+  /**
+   * Ends the account's oldest live sessions of `kind` beyond its cap (LIVE_SESSION_CAPS), as a logout ends a session:
+   * revoked, so its cookie, its CSRF token (derived from its id) and any code it issued but not yet exchanged (the
+   * exchange refuses a revoked session) stop working. What it already authorized (Environment grants) lives on, as it
+   * does when a session expires. Called under the account's lock of that kind, after the insert.
+   */
+  async #endOldestBeyondCap(trx: Transaction<Database>, kind: BrowserSessionKind, accountId: string, now: number): Promise<void> {
+    const at = new Date(now);
+    await trx
+      .updateTable('browser_sessions')
+      .set({ revoked_at: at, revoked_reason: 'session_cap' })
+      .where('id', 'in', (qb) =>
+        qb
+          .selectFrom('browser_sessions')
+          .select('id')
+          .where('account_id', '=', accountId)
+          .where('kind', '=', kind)
+          .where('revoked_at', 'is', null)
+          .where('expires_at', '>', at)
+          .orderBy('created_at', 'desc')
+          .orderBy('id', 'desc')
+          .offset(LIVE_SESSION_CAPS[kind]),
+      )
+      .execute();
   }
 
   /**

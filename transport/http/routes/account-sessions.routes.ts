@@ -1,6 +1,7 @@
 import * as z from 'zod';
 import type { BrowserSessions } from '../../../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../../../identity/environments.js';
+import { LIVE_SESSION_CAPS } from '../../../identity/live-session-caps.js';
 import { idPattern } from '../../../identity/ids.js';
 import type { OAuthGrants } from '../../../identity/oauth-grants.js';
 import type { PlatformAdmins } from '../../../identity/platform-admins.js';
@@ -68,7 +69,10 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       description:
         'Sets the HttpOnly cookie `__Host-registry_page` (Secure, SameSite=Lax, 12 hours), and `__Host-registry_browser` ' +
         'naming the browser (planted, or renewed for 400 days): browser SSO logout ends every session of that browser. The session ends ' +
-        'early when the account epoch rises.',
+        'early when the account epoch rises.\n\n' +
+        `An account holds at most ${LIVE_SESSION_CAPS.page} live page sessions: a new one is never refused, and ends the account's ` +
+        'oldest beyond that (as a logout would: its cookie and its unexchanged codes stop working), so a person is never locked ' +
+        'out of signing in and one device cannot pile up live sessions.',
       responses: {
         204: {
           description: 'The page session cookie is set.',
