@@ -125,7 +125,7 @@ export class BrowserSessions {
           expires_at: new Date(expiresAt),
         })
         .execute();
-      if (kind === 'page') await this.#endOldestBeyondCap(trx, kind, input.accountId, now);
+      await this.#endOldestBeyondCap(trx, kind, input.accountId, now);
     });
     const session: BrowserSession = {
       id,

@@ -3,6 +3,8 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import type { DeviceClient } from '../../client/device-client.js';
 import { authorizationUrl, pkcePair, RegistryBrowser } from '../../client/oidc-client.js';
+import { DESKTOP_SESSION_TTL_S } from '../../identity/oauth-grants.js';
+import { CookieJar } from '../../client/oidc-client.js';
 import { PAGE_SESSION_TTL_MS, type BrowserSessionKind } from '../../identity/browser-sessions.js';
 import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { LIVE_SESSION_CAPS } from '../../identity/live-session-caps.js';
@@ -21,10 +23,19 @@ const clock = new ManualClock(Date.now());
 
 withTestServer(test, (started) => ({ db, server } = started), productParts, {}, clock);
 
-async function person(handle: string): Promise<{ device: DeviceClient; accountId: string }> {
-  const enrolled = await enrolFirst(server.url, handle);
-  enrolled.device.now = () => clock.now();
-  return enrolled;
+type Person = { device: DeviceClient; accountId: string };
+const people = new Map<string, Person>();
+// Enrolled before any test moves the server's clock (enrolment signs with the real one).
+test.before(async () => {
+  for (const handle of ['erin', 'fay', 'gus', 'hal', 'ivy', 'jon', 'kim']) {
+    const enrolled = await enrolFirst(server.url, handle);
+    enrolled.device.now = () => clock.now();
+    people.set(handle, enrolled);
+  }
+});
+
+async function person(handle: string): Promise<Person> {
+  return people.get(handle)!;
 }
 
 /** A page session in a browser of its own (no cookie sent: each names a new browser), a millisecond after the last. */
@@ -108,6 +119,68 @@ test('page sessions: expired and revoked ones do not count; another account is u
   assert.ok((await sessions(hal.accountId, 'page')).every((s) => s.reason === null));
   assert.is(await authorizeStatus(fresh[0]!), 200);
   assert.is(await authorizeStatus(hals[0]!), 401, 'expired, not ended early');
+});
+
+/** A desktop management bearer of that device (the console exchanges it). */
+async function bearerOf(device: DeviceClient): Promise<string> {
+  const res = await device.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
+  assert.is(res.status, 201, await res.clone().text());
+  return String(((await res.json()) as { accessToken: string }).accessToken);
+}
+
+/** A console session in a browser of its own, a millisecond after the last (unless told otherwise). */
+async function consoleBrowser(accessToken: string, tick = true): Promise<CookieJar> {
+  if (tick) clock.advance(1);
+  const jar = new CookieJar();
+  const res = await fetch(`${server.url}/v1/auth/console-session`, { method: 'POST', headers: { authorization: `Bearer ${accessToken}` } });
+  assert.is(res.status, 200, await res.clone().text());
+  jar.store(res);
+  return jar;
+}
+
+async function signedIn(jar: CookieJar): Promise<boolean> {
+  const res = await fetch(`${server.url}/v1/auth/me`, { headers: { cookie: jar.header() } });
+  return ((await res.json()) as { authenticated: boolean }).authenticated;
+}
+
+test('console sessions: at the cap a new one succeeds and ends the oldest; another account is unaffected', async () => {
+  const cap = LIVE_SESSION_CAPS.console;
+  const ivy = await person('ivy');
+  const jon = await person('jon');
+  const jons = await consoleBrowser(await bearerOf(jon.device));
+  const bearer = await bearerOf(ivy.device);
+  const first = await consoleBrowser(bearer);
+  for (let i = 1; i < cap; i++) await consoleBrowser(bearer);
+  assert.is(await liveCount(ivy.accountId, 'console'), cap);
+  assert.ok(await signedIn(first));
+
+  const newest = await consoleBrowser(bearer);
+  const rows = await sessions(ivy.accountId, 'console');
+  assert.is(rows.filter((s) => s.live).length, cap);
+  assert.equal(rows[0], { id: rows[0]!.id, live: false, reason: 'session_cap' });
+  assert.not.ok(await signedIn(first), 'the oldest console session ended');
+  assert.ok(await signedIn(newest));
+  assert.ok(await signedIn(jons));
+  assert.is(await liveCount(jon.accountId, 'console'), 1);
+});
+
+test('console sessions: racing ones at the cap leave exactly the cap live; expired ones do not count', async () => {
+  const cap = LIVE_SESSION_CAPS.console;
+  const kim = await person('kim');
+  let bearer = await bearerOf(kim.device);
+  for (let i = 0; i < cap - 1; i++) await consoleBrowser(bearer);
+  clock.advance(1);
+  const raced = await Promise.all(Array.from({ length: 6 }, () => consoleBrowser(bearer, false)));
+  assert.is(await liveCount(kim.accountId, 'console'), cap);
+  for (const jar of raced) assert.ok(await signedIn(jar), 'every raced console session is among the newest and live');
+
+  // They all end with their desktop session (an hour); a new bearer's console sessions then end nobody.
+  clock.advance(DESKTOP_SESSION_TTL_S * 1000 + 1000);
+  bearer = await bearerOf(kim.device);
+  for (let i = 0; i < cap; i++) await consoleBrowser(bearer);
+  const rows = await sessions(kim.accountId, 'console');
+  assert.is(rows.filter((s) => s.live).length, cap);
+  assert.is(rows.filter((s) => s.reason === 'session_cap').length, 5, 'only the race ended any');
 });
 
 test.run();

@@ -2,6 +2,7 @@ import * as z from 'zod';
 import type { Accounts } from '../../../identity/accounts.js';
 import { CONSOLE_COOKIE, PAGE_COOKIE, type BrowserSessions } from '../../../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../../../identity/environments.js';
+import { LIVE_SESSION_CAPS } from '../../../identity/live-session-caps.js';
 import { idPattern } from '../../../identity/ids.js';
 import type { OAuthGrants } from '../../../identity/oauth-grants.js';
 import type { PlatformAdmins } from '../../../identity/platform-admins.js';
@@ -88,7 +89,9 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
       description:
         'Sets the HttpOnly cookie `__Host-registry_console` (Secure, SameSite=Strict) for at most 8 hours and never ' +
         'beyond the management session it came from, which must stay live. Returns the CSRF token that cookie callers ' +
-        'send as `X-CSRF-Token`.',
+        'send as `X-CSRF-Token`.\n\n' +
+        `An account holds at most ${LIVE_SESSION_CAPS.console} live console sessions: a new one is never refused, and ends the ` +
+        "account's oldest beyond that (its cookie and CSRF token stop working; the management session it came from stays).",
       credential: 'managementBearer',
       responses: {
         200: {
