@@ -6,6 +6,7 @@ import { StatementBatcher } from '../storage/statement-batcher.js';
 import { HttpError } from '../transport/http/errors.js';
 import type { EnvironmentDirectory, OidcClient } from './environments.js';
 import { newId } from './ids.js';
+import { LIVE_SESSION_CAPS, liveSessionQuotaExceeded, lockAccountSessions, retryAfterSeconds } from './live-session-caps.js';
 import { hashToken, newOpaqueToken } from './opaque-tokens.js';
 import type { RegistrySigningKeys } from './signing-keys.js';
 
@@ -508,20 +509,42 @@ export class OAuthGrants {
       lastUsedAt: now,
       expiresAt: now + DESKTOP_SESSION_TTL_S * 1000,
     };
-    await this.#d.db
-      .insertInto('oauth_grants')
-      .values({
-        id: grant.id,
-        kind: 'desktop',
-        account_id: grant.accountId,
-        account_epoch: grant.accountEpoch,
-        device_id: grant.deviceId,
-        scopes: JSON.stringify(grant.scopes),
-        created_at: new Date(now),
-        last_used_at: new Date(now),
-        expires_at: new Date(grant.expiresAt),
-      })
-      .execute();
+    await this.#d.db.transaction().execute(async (trx) => {
+      // Counted and inserted in the account's turn (an advisory lock): of creations racing at the cap exactly the
+      // places left are made. Only the account epoch's own count: an older epoch's sessions no longer work.
+      await lockAccountSessions(trx, 'desktop', input.accountId);
+      const live = await trx
+        .selectFrom('oauth_grants')
+        .select([(eb) => eb.fn.countAll<string>().as('count'), (eb) => eb.fn.min('expires_at').as('first_end')])
+        .where('account_id', '=', input.accountId)
+        .where('kind', '=', 'desktop')
+        .where('account_epoch', '=', input.accountEpoch)
+        .where('revoked_at', 'is', null)
+        .where('expires_at', '>', new Date(now))
+        .executeTakeFirstOrThrow();
+      const cap = LIVE_SESSION_CAPS.desktop;
+      if (Number(live.count) >= cap) {
+        throw liveSessionQuotaExceeded(
+          'desktop_management_session_quota_exceeded',
+          `this account already has ${cap} live desktop management sessions; revoke one (DELETE /v1/account/desktop-management-sessions/{sessionId}) or wait for the oldest to end`,
+          retryAfterSeconds(new Date(live.first_end as Date).getTime(), now),
+        );
+      }
+      await trx
+        .insertInto('oauth_grants')
+        .values({
+          id: grant.id,
+          kind: 'desktop',
+          account_id: grant.accountId,
+          account_epoch: grant.accountEpoch,
+          device_id: grant.deviceId,
+          scopes: JSON.stringify(grant.scopes),
+          created_at: new Date(now),
+          last_used_at: new Date(now),
+          expires_at: new Date(grant.expiresAt),
+        })
+        .execute();
+    });
     return { grant, accessToken: await this.#accessToken(grant, DESKTOP_SESSION_TTL_S) };
   }
 

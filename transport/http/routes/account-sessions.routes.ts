@@ -112,7 +112,10 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
         'Under a body-bound device assertion. Scopes are derived by the server: `management`; `platform:admin` for a ' +
         'platform administrator; `reviewer:admin` (desktop review admission) for an account holding reviewer ' +
         'authority. A request naming scopes is refused (`validation_failed`). The bearer lasts one ' +
-        'hour, is checked online against the session and the account epoch, and can be exchanged for a console session.',
+        'hour, is checked online against the session and the account epoch, and can be exchanged for a console session.\n\n' +
+        `An account holds at most ${LIVE_SESSION_CAPS.desktop} live desktop management sessions of its current account epoch: ` +
+        'past that, 429 `desktop_management_session_quota_exceeded` with `Retry-After` (seconds until the oldest ends; ' +
+        'revoking one frees its place at once). Refused rather than ending the oldest: a running Shell holds each.',
       bodyBound: true,
       body: CreateDesktopManagementSessionRequest,
       responses: { 201: { description: 'The session and its bearer.', schema: DesktopManagementSessionResponse } },
