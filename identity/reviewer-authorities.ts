@@ -3,6 +3,7 @@ import type { Clock } from '../actors/clock.js';
 import type { Database } from '../storage/database.js';
 import { writeAudit } from './audit.js';
 import { newId } from './ids.js';
+import { LIVE_SESSION_CAPS, liveSessionQuotaExceeded, lockAccountSessions, retryAfterSeconds } from './live-session-caps.js';
 import { grantAuthority } from './platform-admins.js';
 import { hashToken, newOpaqueToken } from './opaque-tokens.js';
 
@@ -77,13 +78,32 @@ export class ReviewerAuthorities {
    * Issues a capability to one device of an account holding reviewer authority; undefined when it holds none. The
    * authority is read under a share lock in the issuing transaction, so a revocation (which deletes that row, then ends
    * the account's capabilities) either waits for the issuance and ends its capability too, or commits first and the
-   * issuance finds no authority: a capability never outlives the revocation it raced.
+   * issuance finds no authority: a capability never outlives the revocation it raced. At most
+   * LIVE_SESSION_CAPS.reviewCapability live per account: past that, 429 `review_host_capability_quota_exceeded`.
    */
   async issueCapability(accountId: string, deviceId: string): Promise<{ id: string; token: string; expiresAt: number } | undefined> {
     return this.#db.transaction().execute(async (trx) => {
+      // The account's issuances take turns (an advisory lock, before the authority's row lock): of issuances racing at
+      // the cap exactly the places left are made.
+      await lockAccountSessions(trx, 'reviewCapability', accountId);
       const held = await trx.selectFrom('reviewer_authorities').select('account_id').where('account_id', '=', accountId).forShare().executeTakeFirst();
       if (!held) return undefined;
       const now = this.#clock.now();
+      const live = await trx
+        .selectFrom('review_host_capabilities')
+        .select([(eb) => eb.fn.countAll<string>().as('count'), (eb) => eb.fn.min('expires_at').as('first_end')])
+        .where('account_id', '=', accountId)
+        .where('revoked_at', 'is', null)
+        .where('expires_at', '>', new Date(now))
+        .executeTakeFirstOrThrow();
+      const cap = LIVE_SESSION_CAPS.reviewCapability;
+      if (Number(live.count) >= cap) {
+        throw liveSessionQuotaExceeded(
+          'review_host_capability_quota_exceeded',
+          `this account already holds ${cap} live review host capabilities; release one (DELETE /v1/review/host-capabilities/{capabilityId}) or wait for the oldest to end`,
+          retryAfterSeconds(new Date(live.first_end as Date).getTime(), now),
+        );
+      }
       const secret = newOpaqueToken('rhc');
       const id = newId('hcap');
       const expiresAt = now + HOST_CAPABILITY_TTL_MS;

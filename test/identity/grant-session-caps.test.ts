@@ -4,6 +4,7 @@ import { ManualClock } from '../../actors/clock.js';
 import type { DeviceClient } from '../../client/device-client.js';
 import { LIVE_SESSION_CAPS } from '../../identity/live-session-caps.js';
 import { DESKTOP_SESSION_TTL_S } from '../../identity/oauth-grants.js';
+import { HOST_CAPABILITY_TTL_MS } from '../../identity/reviewer-authorities.js';
 import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
 import { assertProblem, enrolAnother, enrolFirst } from '../support/identity.js';
@@ -24,7 +25,7 @@ const people = new Map<string, Person>();
 const person = (handle: string): Person => people.get(handle)!;
 // Enrolled before any test moves the server's clock (enrolment signs with the real one).
 test.before(async () => {
-  for (const handle of ['lea', 'max', 'ned', 'ola']) {
+  for (const handle of ['lea', 'max', 'ned', 'ola', 'pia', 'quinn']) {
     const enrolled = await enrolFirst(server.url, handle);
     enrolled.device.now = () => clock.now();
     people.set(handle, enrolled);
@@ -93,6 +94,81 @@ test('desktop management sessions: racing creations at the cap: exactly the cap 
   // Sessions of an older account epoch no longer work and do not count: removing a device frees the cap.
   assert.is((await ned.device.request(server.url, 'DELETE', `/v1/account/devices/${nedSpare.deviceId}`)).status, 200);
   await desktopSession(ned.device);
+});
+
+/** Makes the person a reviewer: a platform administrator (by the operator) who grants themselves reviewer authority. */
+async function makeReviewer(handle: string): Promise<void> {
+  const op = await fetch(`${server.opsUrl}/registry/accounts/${handle}/platform-admin`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', 'x-operator-name': 'ops' },
+    body: JSON.stringify({ reason: 'first administrator' }),
+  });
+  assert.is(op.status, 200, await op.text());
+  const { accessToken } = await desktopSession(person(handle).device);
+  const granted = await fetch(`${server.url}/v1/admin/reviewer-authorities/${person(handle).accountId}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ reason: 'review rota' }),
+  });
+  assert.is(granted.status, 200, await granted.text());
+}
+
+const issue = (device: DeviceClient): Promise<Response> => device.request(server.url, 'POST', '/v1/review/host-capabilities', {});
+
+async function capability(device: DeviceClient): Promise<{ capabilityId: string; capability: string }> {
+  const res = await issue(device);
+  assert.is(res.status, 201, await res.clone().text());
+  return (await res.json()) as { capabilityId: string; capability: string };
+}
+
+async function liveCapabilities(accountId: string): Promise<number> {
+  const rows = await db.connection.db
+    .selectFrom('review_host_capabilities')
+    .select('id')
+    .where('account_id', '=', accountId)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', new Date(clock.now()))
+    .execute();
+  return rows.length;
+}
+
+test('review host capabilities: the one past the cap is refused 429 with Retry-After; released and expired ones free places; another account is unaffected', async () => {
+  const cap = LIVE_SESSION_CAPS.reviewCapability;
+  const pia = person('pia');
+  await makeReviewer('pia');
+  await makeReviewer('quinn');
+  const issued = [];
+  for (let i = 0; i < cap; i++) issued.push(await capability(pia.device));
+  const over = await issue(pia.device);
+  await assertProblem(over.clone(), 429, 'review_host_capability_quota_exceeded');
+  const retryAfter = Number(over.headers.get('retry-after'));
+  assert.ok(retryAfter > 0 && retryAfter <= HOST_CAPABILITY_TTL_MS / 1000, `Retry-After: ${retryAfter}`);
+  assert.is(await liveCapabilities(pia.accountId), cap);
+  await capability(person('quinn').device);
+
+  // Released through its own route: its place is free.
+  const first = issued[0]!;
+  const released = await pia.device.request(server.url, 'DELETE', `/v1/review/host-capabilities/${first.capabilityId}`, undefined, {
+    bindBody: true,
+    headers: { 'platform-review-capability': first.capability },
+  });
+  assert.is(released.status, 204, await released.text());
+  await capability(pia.device);
+  await assertProblem(await issue(pia.device), 429, 'review_host_capability_quota_exceeded');
+  // Expired ones do not count.
+  clock.advance(HOST_CAPABILITY_TTL_MS + 1000);
+  for (let i = 0; i < cap; i++) await capability(pia.device);
+  assert.is(await liveCapabilities(pia.accountId), cap);
+});
+
+test('review host capabilities: racing issuances at the cap: exactly the cap are live, the rest refused', async () => {
+  const cap = LIVE_SESSION_CAPS.reviewCapability;
+  const quinn = person('quinn');
+  clock.advance(HOST_CAPABILITY_TTL_MS + 1000);
+  for (let i = 0; i < cap - 3; i++) await capability(quinn.device);
+  const statuses = (await Promise.all(Array.from({ length: 9 }, () => issue(quinn.device)))).map((r) => r.status).sort();
+  assert.equal(statuses, [201, 201, 201, 429, 429, 429, 429, 429, 429]);
+  assert.is(await liveCapabilities(quinn.accountId), cap);
 });
 
 test.run();

@@ -1,5 +1,6 @@
 import * as z from 'zod';
 import { idPattern } from '../../../identity/ids.js';
+import { LIVE_SESSION_CAPS } from '../../../identity/live-session-caps.js';
 import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
@@ -35,7 +36,10 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       summary: 'Issue a review host capability to this device',
       description:
         'Under a body-bound device assertion, for an account holding reviewer authority (granted by a platform ' +
-        'administrator, revocable; `reviewer_authority_required` otherwise). Lives 15 minutes.',
+        'administrator, revocable; `reviewer_authority_required` otherwise). Lives 15 minutes.\n\n' +
+        `An account holds at most ${LIVE_SESSION_CAPS.reviewCapability} live capabilities: past that, 429 ` +
+        '`review_host_capability_quota_exceeded` with `Retry-After` (seconds until the oldest ends; releasing one frees ' +
+        'its place at once). Refused rather than ending the oldest: a running review host holds each.',
       credential: 'deviceAssertion',
       bodyBound: true,
       body: IssueReviewHostCapabilityRequest,
