@@ -20,7 +20,7 @@
  * the measured ones, so they are not slowed) and prints where this process's time went; the .cpuprofile is kept.
  * How busy the whole machine was in the second before the bench started (/proc/stat) is printed with the figures:
  * they are only comparable between quiet runs.
- * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 200; at least BENCH_EXCHANGES ÷ 50, the CLI sign-ins an account keeps live), BENCH_IN_FLIGHT
+ * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20), BENCH_IN_FLIGHT
  * (default 64,256,512), BENCH_PROFILE (0 | 1; profiles at the largest load).
  */
 import { availableParallelism } from 'node:os';
@@ -36,7 +36,6 @@ import { BrowserSessions, CSRF_SECRET } from '../identity/browser-sessions.js';
 import { acceptDeviceKey } from '../identity/device-keys.js';
 import { CLI_CLIENT_ID, EnvironmentDirectory, PAIRWISE_SECRET } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
-import { LIVE_SESSION_CAPS } from '../identity/live-session-caps.js';
 import { OAuthGrants, type TokenResponse } from '../identity/oauth-grants.js';
 import { RegistrySecrets } from '../identity/opaque-tokens.js';
 import { RegistrySigningKeys } from '../identity/signing-keys.js';
@@ -48,14 +47,8 @@ import { GroupCpu, postgresPids, postgresPidsUnder } from './support/proc.js';
 import { percent, round2 } from './support/report-format.js';
 
 const EXCHANGES = Number(process.env.BENCH_EXCHANGES ?? 6_000);
-// An account keeps at most LIVE_SESSION_CAPS.cli (50) CLI sign-ins live, its least recently used ending as it makes
-// more: each load's exchanges must stay under that per account (6,000 over 200 is 30), or the refresh phase would
-// present the tokens of sign-ins the cap ended. Asserted below.
-const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 200);
+const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 20);
 const IN_FLIGHT = (process.env.BENCH_IN_FLIGHT ?? '64,256,512').split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
-if (Math.ceil(EXCHANGES / ACCOUNTS) > LIVE_SESSION_CAPS.cli) {
-  throw new Error(`BENCH_ACCOUNTS must be at least ${Math.ceil(EXCHANGES / LIVE_SESSION_CAPS.cli)} for ${EXCHANGES} exchanges: an account keeps ${LIVE_SESSION_CAPS.cli} CLI sign-ins live`);
-}
 if (IN_FLIGHT.length === 0) throw new Error(`BENCH_IN_FLIGHT must list positive integers, got ${JSON.stringify(process.env.BENCH_IN_FLIGHT)}`);
 const PROFILE = process.env.BENCH_PROFILE === '1';
 const silent = { warn: () => {}, error: () => {}, info: () => {} };

@@ -41,16 +41,6 @@ export async function lockAccountSessions(trx: Transaction<Database>, kind: Capp
   await sql`SELECT pg_advisory_xact_lock(${LIVE_SESSION_CAP_LOCK}::int4, hashtext(${`${kind} ${accountId}`}))`.execute(trx);
 }
 
-/**
- * lockAccountSessions for several accounts in one statement (a batch of CLI sign-ins), taken in account order: two
- * batches holding accounts in common take them in one order and never wait on each other in a circle.
- */
-export async function lockAccountsSessions(trx: Transaction<Database>, kind: CappedSessionKind, accountIds: readonly string[]): Promise<void> {
-  await sql`
-    SELECT pg_advisory_xact_lock(${LIVE_SESSION_CAP_LOCK}::int4, hashtext(${kind}::text || ' ' || account_id))
-      FROM (SELECT account_id FROM unnest(${accountIds}::text[]) AS account_id ORDER BY account_id) AS accounts`.execute(trx);
-}
-
 /** Seconds until `freesAt` (the soonest live one ends), at least 1. */
 export function retryAfterSeconds(freesAt: number, now: number): number {
   return Math.max(1, Math.ceil((freesAt - now) / 1000));

@@ -6,7 +6,7 @@ import { StatementBatcher } from '../storage/statement-batcher.js';
 import { HttpError } from '../transport/http/errors.js';
 import type { EnvironmentDirectory, OidcClient } from './environments.js';
 import { newId } from './ids.js';
-import { LIVE_SESSION_CAPS, liveSessionQuotaExceeded, lockAccountSessions, lockAccountsSessions, retryAfterSeconds } from './live-session-caps.js';
+import { LIVE_SESSION_CAPS, liveSessionQuotaExceeded, lockAccountSessions, retryAfterSeconds } from './live-session-caps.js';
 import { hashToken, newOpaqueToken } from './opaque-tokens.js';
 import type { RegistrySigningKeys } from './signing-keys.js';
 
@@ -216,13 +216,6 @@ export class OAuthGrants {
   readonly #insertCodes: StatementBatcher<NewCode, undefined>;
   readonly #exchangeCodes: StatementBatcher<CodeExchange, ExchangedCode | undefined>;
   readonly #rotateRefreshTokens: StatementBatcher<RefreshRotation, RotatedRefresh | undefined>;
-  /**
-   * Accounts that just made a CLI sign-in: their least recently used beyond LIVE_SESSION_CAPS.cli end, as a revocation
-   * does (access tokens are checked against the grant online, refresh tokens rotate only inside a live one). After the
-   * exchange's own statement, in the accounts' turns (advisory locks), so of sign-ins racing at the cap exactly the cap
-   * stay live; the exchange answers once its trim has committed.
-   */
-  readonly #trimCliSignIns: StatementBatcher<string, undefined>;
 
   constructor(dependencies: GrantDependencies) {
     this.#d = dependencies;
@@ -234,26 +227,6 @@ export class OAuthGrants {
         FROM jsonb_to_recordset(${JSON.stringify(codes)}::jsonb) AS x(code_hash text, client_id text, redirect_uri text, code_challenge text,
           scopes jsonb, nonce text, account_id text, account_epoch int8, browser_id text, session_id text, auth_time timestamptz, expires_at timestamptz)`.execute(db);
       return codes.map(() => undefined);
-    });
-    // One transaction per batch of CLI sign-ins, not per sign-in: the token endpoint's exchanges are batched, and a
-    // transaction of its own for each (begin, lock, update, commit) cost more than the exchange's own statement.
-    this.#trimCliSignIns = new StatementBatcher(async (accounts) => {
-      const unique = [...new Set(accounts)].sort();
-      await db.transaction().execute(async (trx) => {
-        await lockAccountsSessions(trx, 'cli', unique);
-        // Least recently used first (last sign-in or refresh): the sign-ins just made are the most recent, and stay.
-        const at = new Date(dependencies.clock.now());
-        await sql`
-          UPDATE oauth_grants SET revoked_at = ${at}, revoked_reason = 'session_cap'
-           WHERE id IN (
-             SELECT id FROM (
-               SELECT id, row_number() OVER (PARTITION BY account_id ORDER BY last_used_at DESC, created_at DESC, id DESC) AS n
-                 FROM oauth_grants
-                WHERE account_id = ANY(${unique}::text[]) AND kind = 'cli' AND revoked_at IS NULL AND expires_at > ${at}
-             ) ranked
-             WHERE n > ${LIVE_SESSION_CAPS.cli})`.execute(trx);
-      });
-      return accounts.map(() => undefined);
     });
     this.#exchangeCodes = new StatementBatcher(async (exchanges) => {
       const { rows } = await db.executeQuery<ExchangedCode>(
@@ -353,7 +326,7 @@ export class OAuthGrants {
       await this.#revoke(grantId, 'account_epoch_stale');
       throw invalidGrant('account_epoch_stale', "the account's devices changed since this authorization");
     }
-    if (kind === 'cli') await this.#trimCliSignIns.submit(exchanged.account_id);
+    if (kind === 'cli') await this.#endLeastRecentlyUsedCli(exchanged.account_id);
     const grant: LiveGrant = {
       id: grantId,
       kind,
@@ -643,6 +616,36 @@ export class OAuthGrants {
       throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this token was issued; sign in again", { family: 'account_policy' });
     }
     return grant;
+  }
+
+  /**
+   * Ends the account's least recently used live CLI sign-ins beyond LIVE_SESSION_CAPS.cli, as a revocation does (its
+   * access tokens are checked against the grant online, its refresh tokens rotate only inside a live one). Run after
+   * the batched exchange made the new one, in the account's turn (an advisory lock), so of sign-ins racing at the cap
+   * each trims after its insert and exactly the cap stay live. The new sign-in is the most recently used: it stays.
+   */
+  async #endLeastRecentlyUsedCli(accountId: string): Promise<void> {
+    const at = new Date(this.#d.clock.now());
+    await this.#d.db.transaction().execute(async (trx) => {
+      await lockAccountSessions(trx, 'cli', accountId);
+      await trx
+        .updateTable('oauth_grants')
+        .set({ revoked_at: at, revoked_reason: 'session_cap' })
+        .where('id', 'in', (qb) =>
+          qb
+            .selectFrom('oauth_grants')
+            .select('id')
+            .where('account_id', '=', accountId)
+            .where('kind', '=', 'cli')
+            .where('revoked_at', 'is', null)
+            .where('expires_at', '>', at)
+            .orderBy('last_used_at', 'desc')
+            .orderBy('created_at', 'desc')
+            .orderBy('id', 'desc')
+            .offset(LIVE_SESSION_CAPS.cli),
+        )
+        .execute();
+    });
   }
 
   async #revoke(grantId: string, reason: string): Promise<number> {
