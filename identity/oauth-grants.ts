@@ -326,7 +326,6 @@ export class OAuthGrants {
       await this.#revoke(grantId, 'account_epoch_stale');
       throw invalidGrant('account_epoch_stale', "the account's devices changed since this authorization");
     }
-    if (kind === 'cli') await this.#endLeastRecentlyUsedCli(exchanged.account_id);
     const grant: LiveGrant = {
       id: grantId,
       kind,
@@ -616,36 +615,6 @@ export class OAuthGrants {
       throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this token was issued; sign in again", { family: 'account_policy' });
     }
     return grant;
-  }
-
-  /**
-   * Ends the account's least recently used live CLI sign-ins beyond LIVE_SESSION_CAPS.cli, as a revocation does (its
-   * access tokens are checked against the grant online, its refresh tokens rotate only inside a live one). Run after
-   * the batched exchange made the new one, in the account's turn (an advisory lock), so of sign-ins racing at the cap
-   * each trims after its insert and exactly the cap stay live. The new sign-in is the most recently used: it stays.
-   */
-  async #endLeastRecentlyUsedCli(accountId: string): Promise<void> {
-    const at = new Date(this.#d.clock.now());
-    await this.#d.db.transaction().execute(async (trx) => {
-      await lockAccountSessions(trx, 'cli', accountId);
-      await trx
-        .updateTable('oauth_grants')
-        .set({ revoked_at: at, revoked_reason: 'session_cap' })
-        .where('id', 'in', (qb) =>
-          qb
-            .selectFrom('oauth_grants')
-            .select('id')
-            .where('account_id', '=', accountId)
-            .where('kind', '=', 'cli')
-            .where('revoked_at', 'is', null)
-            .where('expires_at', '>', at)
-            .orderBy('last_used_at', 'desc')
-            .orderBy('created_at', 'desc')
-            .orderBy('id', 'desc')
-            .offset(LIVE_SESSION_CAPS.cli),
-        )
-        .execute();
-    });
   }
 
   async #revoke(grantId: string, reason: string): Promise<number> {

@@ -1,4 +1,3 @@
-import { LIVE_SESSION_CAPS } from '../../../identity/live-session-caps.js';
 import * as z from 'zod';
 import type { Clock } from '../../../actors/clock.js';
 import type { Accounts } from '../../../identity/accounts.js';
@@ -307,8 +306,6 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         'naming more is `invalid_scope` (RFC 6749 6), and one naming fewer is refused the same way rather than ' +
         'narrowed (the token would still be checked against the whole grant); a refused refresh leaves the refresh ' +
         'token unspent. A reused authorization code revokes what it produced. ' +
-        `An account holds at most ${LIVE_SESSION_CAPS.cli} live CLI sign-ins: an exchange that makes another is never refused, ` +
-        'and ends the account\'s least recently used (last sign-in or refresh) beyond that, with its access and refresh tokens. ' +
         `Access tokens live ${ACCESS_TOKEN_TTL_S} seconds; management tokens are checked online against their grant ` +
         'and the account epoch on every call (runtime tokens by the Runtime plane). ' +
         'Errors are RFC 6749 bodies with the stable `code` and `requestId` added; an unknown `client_id` is 401 ' +
