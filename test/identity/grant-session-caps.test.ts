@@ -11,7 +11,7 @@ import { assertProblem, enrolAnother, enrolFirst } from '../support/identity.js'
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
- * Live desktop management sessions, review host capabilities and CLI sign-ins per account are capped
+ * Live desktop management sessions and review host capabilities per account are capped
  * (identity/live-session-caps.ts), through HTTP against the real server, racing creations included.
  */
 let db: TestDatabase;
@@ -42,7 +42,7 @@ async function desktopSession(device: DeviceClient): Promise<{ sessionId: string
   return (await res.json()) as { sessionId: string; accessToken: string };
 }
 
-async function liveGrants(accountId: string, kind: 'desktop' | 'cli'): Promise<number> {
+async function liveGrants(accountId: string, kind: 'desktop'): Promise<number> {
   const rows = await db.connection.db
     .selectFrom('oauth_grants')
     .select('id')
