@@ -1,16 +1,14 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
-import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
+import { MEDIA_ROOM_KIND, mediaRoomKey } from '../../actors/media.actors.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
-import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
+import type { RoomTarget } from '../../media/control/media-rooms.js';
 import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import type { ActorStore } from '../../storage/actor-store.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import type { TestDatabase } from '../support/database.js';
-import { hostFor } from '../support/host.js';
-import { asConnection, standInConnection, withDatabaseAndWorker } from '../support/media-stand-in.js';
+import { asConnection, standInConnection, standInRooms, withDatabaseAndWorker } from '../support/media-stand-in.js';
 import { directCallPolicy, ENV, meetingPolicy, T0 } from '../support/media-room.js';
 
 /**
@@ -57,19 +55,7 @@ const until = async (condition: () => boolean, what: string): Promise<void> => {
 async function world(target: RoomTarget, callsPerPerson?: number) {
   const clock = new ManualClock(T0);
   const { store, gate, release } = gatedStore(new PostgresActorStore(db.connection));
-  let rooms: MediaRooms | undefined;
-  const host = hostFor(store, clock, [mediaRoomKind((c) => rooms?.changedByDeadline(c))], { timerPollMs: 3_600_000 });
-  host.start();
-  rooms = new MediaRooms({
-    host,
-    clock,
-    pool: async () => pool,
-    logger: pino({ level: 'silent' }),
-    hostingTtlMs: 3_600_000,
-    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
-    target: async () => target,
-    ...(callsPerPerson === undefined ? {} : { callsPerPerson }),
-  });
+  const { host, rooms } = standInRooms({ store, clock, pool, target, timerPollMs: 3_600_000, ...(callsPerPerson === undefined ? {} : { callsPerPerson }) });
   return { clock, host, rooms, gate, release };
 }
 

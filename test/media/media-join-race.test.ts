@@ -1,15 +1,12 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
-import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
+import { MEDIA_ROOM_KIND, mediaRoomKey } from '../../actors/media.actors.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
-import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
 import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import type { TestDatabase } from '../support/database.js';
-import { asConnection, standInConnection, withDatabaseAndWorker } from '../support/media-stand-in.js';
-import { hostFor } from '../support/host.js';
+import { asConnection, standInConnection, standInRooms, withDatabaseAndWorker } from '../support/media-stand-in.js';
 import { ENV, meetingPolicy, T0 } from '../support/media-room.js';
 
 /**
@@ -25,21 +22,10 @@ withDatabaseAndWorker(test, (setup) => ({ db, pool } = setup));
 test('a stale join of a replaced connection leaves the live connection dropped, then removed at grace end', async () => {
   const clock = new ManualClock(T0);
   const store = new PostgresActorStore(db.connection);
-  let rooms: MediaRooms | undefined;
-  const host = hostFor(store, clock, [mediaRoomKind((c) => rooms?.changedByDeadline(c))], { timerPollMs: 1_000 });
-  host.start();
+  const policy = meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 5 });
+  const { host, rooms } = standInRooms({ store, clock, pool, target: { kind: 'space', policy, violations: [] }, timerPollMs: 1_000 });
   let releaseA: () => void = () => {};
   const gateA = new Promise<void>((r) => (releaseA = r));
-  const policy = meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 5 });
-  rooms = new MediaRooms({
-    host,
-    clock,
-    pool: async () => pool,
-    logger: pino({ level: 'silent' }),
-    hostingTtlMs: 3_600_000,
-    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
-    target: async (): Promise<RoomTarget> => ({ kind: 'space', policy, violations: [] }),
-  });
   const scope = 'race';
   const a = standInConnection('conn-a', 'act_person', scope);
   const b = standInConnection('conn-b', 'act_person', scope);

@@ -1,15 +1,12 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
-import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
+import { MEDIA_ROOM_KIND, mediaRoomKey } from '../../actors/media.actors.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
-import { MediaRooms } from '../../media/control/media-rooms.js';
 import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import type { TestDatabase } from '../support/database.js';
-import { hostFor } from '../support/host.js';
-import { asConnection, standInConnection, withDatabaseAndWorker } from '../support/media-stand-in.js';
+import { asConnection, standInConnection, standInRooms, withDatabaseAndWorker } from '../support/media-stand-in.js';
 import { ENV, meetingPolicy, T0 } from '../support/media-room.js';
 import { waitFor } from '../support/wait.js';
 
@@ -26,18 +23,8 @@ withDatabaseAndWorker(test, (setup) => ({ db, pool } = setup));
 
 test('a join while the room\'s worker is replaced: refused media_unavailable only if the room did not admit it', async () => {
   const clock = new ManualClock(T0);
-  let rooms: MediaRooms | undefined;
-  const host = hostFor(new PostgresActorStore(db.connection), clock, [mediaRoomKind((c) => rooms?.changedByDeadline(c))], { timerPollMs: 3_600_000 });
-  host.start();
-  rooms = new MediaRooms({
-    host,
-    clock,
-    pool: async () => pool,
-    logger: pino({ level: 'silent' }),
-    hostingTtlMs: 3_600_000,
-    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
-    target: async () => ({ kind: 'space', policy: meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 5 }), violations: [] }),
-  });
+  const target = { kind: 'space', policy: meetingPolicy({ floorControl: 'open', reconnectGraceSeconds: 5 }), violations: [] } as const;
+  const { host, rooms } = standInRooms({ store: new PostgresActorStore(db.connection), clock, pool, target, timerPollMs: 3_600_000 });
   const scope = 'worker-lost-join';
   const key = mediaRoomKey(ENV, scope);
   const first = standInConnection('conn-a', 'act_a', scope);

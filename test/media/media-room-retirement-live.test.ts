@@ -1,16 +1,14 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
-import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
-import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
+import { MEDIA_ROOM_KIND, mediaRoomKey } from '../../actors/media.actors.js';
 import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import { ActorRetirement } from '../../storage/postgres/actor-retirement.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import type { CommitEntry } from '../../storage/actor-store.js';
 import type { TestDatabase } from '../support/database.js';
-import { asConnection, standInConnection, withDatabaseAndWorker } from '../support/media-stand-in.js';
-import { hostFor, interceptCommits } from '../support/host.js';
+import { asConnection, standInConnection, standInRooms, withDatabaseAndWorker } from '../support/media-stand-in.js';
+import { interceptCommits } from '../support/host.js';
 import { ENV, meetingPolicy } from '../support/media-room.js';
 
 /**
@@ -37,18 +35,7 @@ async function setUp(scope: string, beforeJoinCommit: () => Promise<void>) {
     }
     return next(entries);
   });
-  let rooms: MediaRooms | undefined;
-  const host = hostFor(store, clock, [mediaRoomKind((c) => rooms?.changedByDeadline(c))]);
-  host.start();
-  rooms = new MediaRooms({
-    host,
-    clock,
-    pool: async () => pool,
-    logger: pino({ level: 'silent' }),
-    hostingTtlMs: 3_600_000,
-    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
-    target: async (): Promise<RoomTarget> => ({ kind: 'space', policy: meetingPolicy(), violations: [] }),
-  });
+  const { host, rooms } = standInRooms({ store, clock, pool, target: { kind: 'space', policy: meetingPolicy(), violations: [] } });
   const join = (conn: ReturnType<typeof asConnection>) =>
     rooms!.request(conn, { type: 'room.join', id: 'j', rtpCapabilities: {} } as never).then(
       () => 'ok',

@@ -1,18 +1,15 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
-import { MEDIA_ROOM_KIND, mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
+import { MEDIA_ROOM_KIND, mediaRoomKey } from '../../actors/media.actors.js';
 import type { MediaRoomContext } from '../../machines/media-room/media-room.state.js';
 import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
 import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, RoomViewAssembler, type MediaV2ServerMessage, type RoomView } from '../../media/control/media-control.messages.js';
-import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
 import type { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
 import { jsonCodec, msgpackCodec } from '../../transport/ws/codecs.js';
 import type { TestDatabase } from '../support/database.js';
-import { hostFor } from '../support/host.js';
-import { asConnection, standInConnection, withDatabaseAndWorker } from '../support/media-stand-in.js';
+import { asConnection, standInConnection, standInRooms, withDatabaseAndWorker } from '../support/media-stand-in.js';
 import { ENV, meetingPolicy, T0 } from '../support/media-room.js';
 
 /**
@@ -43,19 +40,8 @@ function viewsOf(standIn: StandIn): RoomView[] {
 test('a full stage: every message to every member and every join answer fits maxMessageBytes in JSON and msgpack; each join answer follows the view of the join; all assemble the same view', async () => {
   const clock = new ManualClock(T0);
   const store = new PostgresActorStore(db.connection);
-  let rooms: MediaRooms | undefined;
-  const host = hostFor(store, clock, [mediaRoomKind((c) => rooms?.changedByDeadline(c))], { timerPollMs: 1_000 });
-  host.start();
   const policy = meetingPolicy({ mode: 'stage', maxParticipants: MEDIA_LIMITS.maxParticipantsPerContext, maxSpeakerSeats: 16, floorControl: 'moderated', raiseHand: 'enabled', guestPolicy: 'account_required' });
-  rooms = new MediaRooms({
-    host,
-    clock,
-    pool: async () => pool,
-    logger: pino({ level: 'silent' }),
-    hostingTtlMs: 3_600_000,
-    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
-    target: async (): Promise<RoomTarget> => ({ kind: 'space', policy, violations: [] }),
-  });
+  const { host, rooms } = standInRooms({ store, clock, pool, target: { kind: 'space', policy, violations: [] }, timerPollMs: 1_000 });
   const scope = 'arena';
   const speakScopes = ['media:connect', 'media:join-space', 'media:request-speak'];
   const mod = standInConnection('conn-mod', actorId(0), scope, { scopes: [...speakScopes, 'media:publish'], environmentRoles: ['admin'] });

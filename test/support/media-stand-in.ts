@@ -1,9 +1,14 @@
 import pino from 'pino';
 import type { Test } from 'uvu';
-import { mediaRoomKey } from '../../actors/media.actors.js';
+import type { ActorHost } from '../../actors/actor-host.js';
+import type { Clock } from '../../actors/clock.js';
+import { mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
 import type { MediaConnection } from '../../media/control/media-control.socket.js';
+import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
 import { MediaWorkerPool } from '../../media/worker-pool.js';
+import type { ActorStore } from '../../storage/actor-store.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { hostFor } from './host.js';
 import { ENV } from './media-room.js';
 
 /**
@@ -52,4 +57,34 @@ export function withDatabaseAndWorker(suite: Test, opened: (setup: { db: TestDat
     pool?.close();
     await db?.drop();
   });
+}
+
+/**
+ * MediaRooms of one node, as the control socket drives them, on a real host (`store`, `clock`, started here; the caller
+ * drains it) and worker pool: every room is `target`, every publisher is allowed, and this node vouches for its
+ * connections for an hour (no hosting lapse inside a test).
+ */
+export function standInRooms(options: {
+  readonly store: ActorStore;
+  readonly clock: Clock;
+  readonly pool: MediaWorkerPool;
+  readonly target: RoomTarget;
+  readonly timerPollMs?: number;
+  readonly callsPerPerson?: number;
+}): { host: ActorHost; rooms: MediaRooms } {
+  const { store, clock, pool, target, timerPollMs, callsPerPerson } = options;
+  let rooms: MediaRooms | undefined;
+  const host = hostFor(store, clock, [mediaRoomKind((change) => rooms?.changedByDeadline(change))], timerPollMs === undefined ? {} : { timerPollMs });
+  host.start();
+  rooms = new MediaRooms({
+    host,
+    clock,
+    pool: async () => pool,
+    logger: pino({ level: 'silent' }),
+    hostingTtlMs: 3_600_000,
+    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
+    target: async () => target,
+    ...(callsPerPerson === undefined ? {} : { callsPerPerson }),
+  });
+  return { host, rooms };
 }
