@@ -161,13 +161,12 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   }
 
   send(message: TOut): boolean {
-    return this.#write(message, () => this.#oversized?.(this, message));
+    return this.#write(message, message, undefined);
   }
 
   /** An error the framework reports; over the outbound limit, it goes without its details. */
   sendError(error: WsError): boolean {
-    const { details: _details, ...bare } = error;
-    return this.#write(this.#renderError(error), () => (error.details ? this.#renderError(bare) : undefined));
+    return this.#write(this.#renderError(error), undefined, error);
   }
 
   close(code: number = CloseCode.normal, reason = ''): void {
@@ -193,6 +192,16 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
   }
 
   /**
+   * What goes instead of a message over the outbound limit: the endpoint's stand-in for a message `send` was given,
+   * or a framework error without its details.
+   */
+  #substitute(message: TOut | undefined, error: WsError | undefined): unknown {
+    if (error === undefined) return message === undefined ? undefined : this.#oversized?.(this, message);
+    const { details, ...bare } = error;
+    return details ? this.#renderError(bare) : undefined;
+  }
+
+  /**
    * Replies often leave outside uWS's handlers (from commit callbacks, timers), where uWS does not cork, so each send
    * would be a syscall of its own. Frames sent in one tick are therefore queued and handed to uWS together, corked,
    * from a microtask: the replies a group commit releases to one socket leave in one write. The backpressure check is
@@ -200,7 +209,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
    * uWS's buffer checked, so `send` returns false (and the connection is closed with 4008) on the very send that
    * pushed it past, as when every frame went straight to uWS, and a flush from the microtask never finds it past.
    */
-  #write(message: unknown, instead: () => unknown): boolean {
+  #write(message: unknown, sent: TOut | undefined, error: WsError | undefined): boolean {
     if (this.#closed || !this.#socket) return false;
     let payload = this.#encoder.encode(message);
     let bytes = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength;
@@ -208,7 +217,7 @@ export class EndpointConnection<TUser, TOut> implements WsConnection<TUser, TOut
     if (limit !== undefined && bytes > limit) {
       // A promise to the client broken by the server's own code: never sent, so a client holding to the limit is not
       // cut off, and said loudly, so a test or an operator finds the message that grew.
-      const substitute = instead();
+      const substitute = this.#substitute(sent, error);
       const substituteBytes = substitute === undefined ? undefined : (payload = this.#encoder.encode(substitute), typeof payload === 'string' ? Buffer.byteLength(payload) : payload.byteLength);
       this.logger.error({ type: typeOf(message), bytes, limit, substitute: typeOf(substitute), substituteBytes }, 'outbound message over maxOutboundMessageBytes not sent');
       if (substituteBytes === undefined || substituteBytes > limit) return false;
