@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import { ipv6Groups } from '../../transport/ip-address.js';
 
 /**
  * Where the publisher-authority callback may connect. The address is an Environment owner's text
@@ -70,18 +71,7 @@ function v4Number(text: string): bigint {
 
 /** The 128-bit value of a valid IPv6 text (`isIPv6`), a trailing dotted IPv4 and a zone index allowed. */
 function v6Number(text: string): bigint {
-  let address = text.split('%')[0]!;
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
-  if (dotted) {
-    const v4 = v4Number(dotted[1]!);
-    address = `${address.slice(0, dotted.index)}${(v4 >> 16n).toString(16)}:${(v4 & 0xffffn).toString(16)}`;
-  }
-  const [head = '', tail] = address.split('::') as [string, string?];
-  const groups = (part: string) => (part === '' ? [] : part.split(':'));
-  const left = groups(head);
-  const right = tail === undefined ? [] : groups(tail);
-  const all = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  return all.reduce((n, group) => (n << 16n) | BigInt(parseInt(group, 16)), 0n);
+  return ipv6Groups(text).reduce((n, group) => (n << 16n) | BigInt(group), 0n);
 }
 
 const V4: readonly Block[] = V4_BLOCKS.map(([text, prefix, range]) => [v4Number(text), prefix, range]);

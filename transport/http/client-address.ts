@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import { ipv6Groups } from '../ip-address.js';
 
 /**
  * The share of the address space a per-address limit counts as one client: an IPv4 address, or an IPv6 /64. One
@@ -16,22 +17,4 @@ export function clientBucket(address: string): string {
     return `${groups[6]! >> 8}.${groups[6]! & 0xff}.${groups[7]! >> 8}.${groups[7]! & 0xff}`;
   }
   return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
-}
-
-/** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted IPv4 part as two groups). */
-function ipv6Groups(address: string): number[] {
-  const withoutZone = address.split('%')[0]!;
-  const parse = (part: string): number[] => {
-    if (part === '') return [];
-    return part.split(':').flatMap((group) => {
-      if (!group.includes('.')) return [Number.parseInt(group, 16)];
-      const [a, b, c, d] = group.split('.').map(Number) as [number, number, number, number];
-      return [(a << 8) | b, (c << 8) | d];
-    });
-  };
-  const [head, tail] = withoutZone.split('::') as [string, string | undefined];
-  if (tail === undefined) return parse(head);
-  const start = parse(head);
-  const end = parse(tail);
-  return [...start, ...new Array<number>(8 - start.length - end.length).fill(0), ...end];
 }
