@@ -29,8 +29,8 @@ export interface EvictionTicket {
  * reserves a token when admitted and gets it back if it evicted nobody; activations arriving together therefore
  * cannot all pass on the same last token. Only an activation that certainly evicts nobody (the lease is free or held
  * by this very session, and no other activation of the person is under way) passes without a token. Memory is
- * bounded: a full bucket with no known holder and nothing in flight carries no information and is dropped, at once
- * or, when tokens were still refilling, once they are back.
+ * bounded: a full bucket with no known holder (the lease free, or never learnt) and nothing in flight carries no
+ * information and is dropped, at once or, when tokens were still refilling, once they are back.
  */
 export class EvictionQuota {
   readonly #clock: Clock;
@@ -91,7 +91,10 @@ export class EvictionQuota {
   }
 
   #keep(accountId: string, bucket: Bucket): void {
-    const idle = bucket.holder === null && bucket.inFlight === 0;
+    // An unknown holder (every activation so far refused before the lease actor decided) is what a new bucket starts
+    // with, so a full one says no more than a free lease does: kept, it would stay for good, since nothing of this
+    // person may come again to drop it.
+    const idle = (bucket.holder === null || bucket.holder === undefined) && bucket.inFlight === 0;
     if (idle && bucket.tokens >= this.#perMinute) {
       this.#buckets.delete(accountId);
       return;

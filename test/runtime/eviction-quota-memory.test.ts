@@ -63,4 +63,16 @@ test('a person who evicted and then released the lease is forgotten once their b
   assert.is(await bucketsHeld(), 0, 'a full bucket without holder or activation in flight is still held');
 });
 
+test('a person whose activations all failed is not remembered: nothing was learnt of their lease', async () => {
+  const ended = await ola.runtime(env);
+  assert.is((await ended.createSession()).status, 201);
+  assert.is((await ended.release()).status, 200);
+  // A page activating its ended session, then one activating a session that never existed: each reserved a token
+  // (whether it would evict was unknown) and got it back when refused.
+  assert.is((await ended.activate()).status, 409);
+  ended.sessionId = 'rts_00000000000000000000000000';
+  assert.is((await ended.activate()).status, 404);
+  assert.is(await bucketsHeld(), 0, 'a full bucket that knows no holder and has nothing in flight is held for good');
+});
+
 test.run();
