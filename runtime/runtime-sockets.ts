@@ -221,7 +221,10 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       const leaseId = query.get('lease');
       const version = query.get('leaseVersion');
       const claimed = leaseId === null && version === null ? undefined : leaseId && version && LEASE_VERSION.test(version) ? { leaseId, version: Number(version) } : null;
-      if (!sessionId || claimed === null) {
+      if (!sessionId) {
+        throw new HttpError(400, 'runtime_session_required', 'connect with ?session=<id>&lease=<id>&leaseVersion=<n> of an active session', { family: 'runtime' });
+      }
+      if (claimed === null) {
         throw new HttpError(400, 'runtime_lease_required', 'connect with ?session=<id>&lease=<id>&leaseVersion=<n> of an active session', { family: 'runtime' });
       }
       const state = await sessions.requireLease(caller, sessionId, claimed);

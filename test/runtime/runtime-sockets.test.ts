@@ -48,6 +48,8 @@ test('the runtime socket refuses what the fence refuses, at the upgrade', async 
   await refused(runtimeSocket(page, await controlToken(page)), 401, 'runtime_token_invalid');
   await refused(connect(page.socketUrl().replace(/leaseVersion=\d+/, 'leaseVersion=99'), RuntimeClient.subprotocols(page.accessToken), env.origin), 409, 'runtime_lease_stale');
   await refused(connect(page.socketUrl().replace(/&lease=[^&]+/, ''), RuntimeClient.subprotocols(page.accessToken), env.origin), 400, 'runtime_lease_required');
+  // No session named: the code HTTP gives a missing X-Platform-Runtime-Session, not the lease's.
+  await refused(connect(page.socketUrl().replace(/session=[^&]+&/, ''), RuntimeClient.subprotocols(page.accessToken), env.origin), 400, 'runtime_session_required');
   const standby = await ida.runtime(env);
   await standby.createSession();
   standby.lease = page.lease;
