@@ -5,7 +5,7 @@ import type { LeaseHolder } from '../machines/runtime-lease/runtime-lease.machin
 import { LEASE_VERSION, type RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
 import { socketBearer } from '../transport/ws/codecs.js';
-import { defineWebSocketEndpoint, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
+import { defineWebSocketEndpoint, KeyedBudgets, type WebSocketEndpoint, type WsConnection } from '../transport/ws/endpoint.js';
 import type { ControlTokens } from './control-tokens.js';
 import { asCoordinationError, coordinated } from './coordination.js';
 import { activityOrder, type RuntimeActivity, type RuntimeActivityEvent } from './runtime-activity.js';
@@ -205,6 +205,12 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   };
   renewal = clock.setTimeout(renewAll, renewEvery);
 
+  /**
+   * messagesPerMinute is the session's, as its one socket is: a newer socket of the session (which replaces the older)
+   * draws from the same bucket, so reconnecting does not buy a fresh burst.
+   */
+  const budgets = new KeyedBudgets(deps.messagesPerMinute);
+
   const runtime = defineWebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>({
     path: RUNTIME_SOCKET_PATH,
     name: 'runtime',
@@ -212,6 +218,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     maxBackpressureBytes: 256 * 1024,
     idleTimeoutSeconds: 60,
     messagesPerMinute: deps.messagesPerMinute,
+    messageBudget: (user) => budgets.budgetOf(user.sessionId),
     inbound: RuntimeClientMessage,
     async authenticate(upgrade) {
       const signInChanges = activity.signInChanges;

@@ -12,7 +12,7 @@ const CLOSE_CODES =
   'client message on a read-only channel; 1009 message too large (past twice the limit the connection is cut ' +
   'without a close frame: 1006); 1011 internal ' +
   'error; 1013 try again later (the stores did not answer while the connection opened; an `error` message says so ' +
-  `first); 4008 slow consumer; 4029 over the message rate; ${RuntimeCloseCode.revoked} revoked (browser logout, or the ` +
+  `first); 4008 slow consumer; 4029 over the message rate (the session's: a newer socket continues its budget); ${RuntimeCloseCode.revoked} revoked (browser logout, or the ` +
   `sign-in ended: a device of the account signed out or was removed); ` +
   `${RuntimeCloseCode.superseded} superseded (another Runtime of the person took the lease); ${RuntimeCloseCode.released} ` +
   `session released; ${RuntimeCloseCode.replaced} replaced (a newer socket of the same kind and session opened: one ` +

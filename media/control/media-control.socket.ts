@@ -5,8 +5,7 @@ import type { LivePluginGrant, PluginGrants } from '../../runtime/plugin-grants.
 import type { RuntimeActivity } from '../../runtime/runtime-activity.js';
 import { HttpError } from '../../transport/http/errors.js';
 import { socketBearer } from '../../transport/ws/codecs.js';
-import { RateLimiter } from '../../transport/http/rate-limit.js';
-import { defineWebSocketEndpoint, keyedBudget, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
+import { defineWebSocketEndpoint, KeyedBudgets, type WebSocketEndpoint, type WsConnection } from '../../transport/ws/endpoint.js';
 import {
   MEDIA_LIMITS,
   MEDIA_PROTOCOL_VERSION,
@@ -89,10 +88,10 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
   const memberKey = (grant: LivePluginGrant): string => `${grant.environmentId} ${grant.actorId}`;
   /**
    * requestsPerMinute is the person's, keyed as their one connection is: a reconnect (which replaces the older
-   * connection) draws from the same bucket, so it cannot buy a fresh 600. The limiter is bounded (its stalest buckets
-   * go first when full).
+   * connection) draws from the same bucket, so it cannot buy a fresh 600. Bounded (the key handed out least recently
+   * goes first when full).
    */
-  const budgets = new RateLimiter(deps.clock);
+  const budgets = new KeyedBudgets(limits.requestsPerMinute);
 
   const end = (conn: MediaConnection, reason: 'replaced' | 'grant_expired' | 'grant_ended', code: number): void => {
     conn.send({ type: 'session.ended', reason });
@@ -171,7 +170,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     maxBackpressureBytes: 1024 * 1024,
     idleTimeoutSeconds: 32,
     messagesPerMinute: limits.requestsPerMinute,
-    messageBudget: (user) => keyedBudget(budgets, memberKey(user.grant), limits.requestsPerMinute),
+    messageBudget: (user) => budgets.budgetOf(memberKey(user.grant)),
     inbound: MediaV2ClientMessageSchema,
     errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, requestId: error.requestId, ...(error.details ? { details: [...error.details] } : {}) }),
     async authenticate(upgrade) {

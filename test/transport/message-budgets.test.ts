@@ -5,51 +5,48 @@ import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
 import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
-import { ManualClock, systemClock } from '../../actors/clock.js';
-import { RateLimiter } from '../../transport/http/rate-limit.js';
-import { CloseCode, defineWebSocketEndpoint, keyedBudget, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
+import { CloseCode, defineWebSocketEndpoint, KeyedBudgets, mountWebSocketEndpoint, type MountedWebSocketEndpoint } from '../../transport/ws/endpoint.js';
 import { listenOnLoopback } from '../support/http.js';
 import { cutAfterUpgrade } from '../support/uws-upgrade-cut.js';
 
 /**
- * Budgets kept per someone (a person) rather than per connection: every connection of a key draws from one bucket of
- * the bounded, keyed RateLimiter. Last, an endpoint that supplies them (`messageBudget`), on a real uWS server on
+ * Budgets kept per someone (a person) rather than per connection: every connection of a key draws from its one bucket
+ * (KeyedBudgets, bounded). Last, an endpoint that supplies them (`messageBudget`), on a real uWS server on
  * loopback with the `ws` package as the client.
  */
 
-test('every budget handed out for a key draws from one bucket: a reconnect continues it, another key has its own', () => {
-  const clock = new ManualClock(0);
-  const limiter = new RateLimiter(clock);
-  const first = keyedBudget(limiter, 'env-1 actor-a', 10);
+test('every budget handed out for a key is one bucket: a reconnect continues it, another key has its own', () => {
+  const budgets = new KeyedBudgets(10);
+  const first = budgets.budgetOf('env-1 actor-a', 0);
   for (let i = 0; i < 10; i++) assert.ok(first.take(0), `message ${i + 1} of the burst`);
   assert.not.ok(first.take(0), 'the burst is spent');
   // The same person reconnects: a new connection, the same budget.
-  const again = keyedBudget(limiter, 'env-1 actor-a', 10);
+  const again = budgets.budgetOf('env-1 actor-a', 0);
   assert.not.ok(again.take(0), 'a reconnect does not start a fresh budget');
-  assert.ok(keyedBudget(limiter, 'env-1 actor-b', 10).take(0), 'another person is not charged for it');
+  assert.ok(budgets.budgetOf('env-1 actor-b', 0).take(0), 'another person is not charged for it');
   // 10 a minute: one message back every 6 s.
-  clock.advance(6_001);
-  assert.ok(again.take(0));
-  assert.not.ok(again.take(0));
+  assert.ok(again.take(6_001));
+  assert.not.ok(again.take(6_001));
 });
 
-test('memory: the buckets held are bounded, the longest idle going first (it comes back full, erring towards allowing)', () => {
-  const clock = new ManualClock(0);
-  const limiter = new RateLimiter(clock, 3);
-  const spent = keyedBudget(limiter, 'a', 10);
+test('memory: the buckets kept are bounded, the key handed out least recently going first (it comes back full)', () => {
+  const budgets = new KeyedBudgets(10, { maxKeys: 3 });
+  const spent = budgets.budgetOf('a', 0);
   for (let i = 0; i < 10; i++) spent.take(0);
+  // Three other keys: 'a' is the one handed out least recently, so its bucket goes to make room.
+  for (const key of ['b', 'c', 'd']) budgets.budgetOf(key, 0).take(0);
+  const fresh = budgets.budgetOf('a', 0);
+  assert.ok(fresh !== spent && fresh.take(0), "'a' was forgotten, so it starts afresh");
+  // A connection that held the forgotten bucket keeps it, spent as it was.
   assert.not.ok(spent.take(0));
-  // Three other keys: 'a' is the longest idle, so its bucket goes to make room.
-  for (const key of ['b', 'c', 'd']) keyedBudget(limiter, key, 10).take(0);
-  assert.ok(spent.take(0), "'a' was forgotten, so it starts afresh");
-  // The key in use is never the one pushed out: 'a' was just used, 'b' is the longest idle now.
-  keyedBudget(limiter, 'e', 10).take(0);
-  for (let i = 0; i < 9; i++) assert.ok(spent.take(0), `message ${i + 2} of 'a's fresh burst`);
-  assert.not.ok(spent.take(0), "'a' kept its bucket while 'e' came in");
+  // 'a' was handed out just now, so 'e' pushes out 'c' ('b' went for 'a'), and 'a' keeps its bucket.
+  budgets.budgetOf('e', 0);
+  assert.ok(budgets.budgetOf('a', 0) === fresh, "'a' kept its bucket while 'e' came in");
+  assert.ok(budgets.budgetOf('c', 0).take(0) && budgets.budgetOf('d', 0) !== undefined, "'c' was forgotten and starts afresh");
 });
 
 test('an endpoint that supplies the budget (one per user): a reconnect continues it instead of starting afresh', async () => {
-  const perUser = new RateLimiter(systemClock);
+  const perUser = new KeyedBudgets(5);
   const definition = {
     path: '/echo',
     name: 'user-limited',
@@ -62,7 +59,7 @@ test('an endpoint that supplies the budget (one per user): a reconnect continues
       await new Promise((resolve) => setTimeout(resolve, 5)); // an asynchronous upgrade, as every real endpoint's
       return { name: 'alice' };
     },
-    messageBudget: (user: { name: string }) => keyedBudget(perUser, user.name, 5),
+    messageBudget: (user: { name: string }) => perUser.budgetOf(user.name),
     onMessage: (conn: { send(m: unknown): boolean }, message: { type: 'echo'; text: string }) => void conn.send(message),
   };
   assert.throws(() => defineWebSocketEndpoint({ ...definition, messagesPerMinute: undefined }), /messageBudget needs messagesPerMinute/);

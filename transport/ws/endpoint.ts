@@ -70,7 +70,7 @@ import { captureUpgradeRequest, refuseUpgrade, routeParameterNames, type Upgrade
 
 export { CloseCode, type WsConnection, type WsError, type WsErrorMessage } from './connection.js';
 export { jsonCodec, msgpackCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
-export { keyedBudget, type MessageBudget } from './message-budgets.js';
+export { KeyedBudgets, type MessageBudget } from './message-budgets.js';
 export type { UpgradeRequest } from './upgrade.js';
 
 export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
@@ -102,7 +102,7 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   readonly messagesPerMinute?: number;
   /**
    * The budget a connection's messages are taken from, when the limit belongs to someone who may reconnect (a
-   * person): return that someone's budget (`keyedBudget`, at `messagesPerMinute`) so a reconnect does not start
+   * person): return that someone's budget (`KeyedBudgets`, at `messagesPerMinute`) so a reconnect does not start
    * afresh. Called once per connection, after `authenticate`. Absent: each connection has a bucket of its own.
    */
   messageBudget?(user: TUser): MessageBudget;

@@ -1,10 +1,8 @@
-import type { RateLimiter } from '../http/rate-limit.js';
-
 /**
  * The budgets behind an endpoint's `messagesPerMinute`. By default each connection has its own, which is right when a
  * connection is the unit the limit is about. When the limit belongs to someone who may reconnect (a person, a
  * device), a budget per connection starts afresh with every reconnect, and reconnecting buys a new burst: such an
- * endpoint hands each of their connections the same keyed budget (`keyedBudget`).
+ * endpoint hands each of their connections the same keyed budget (`KeyedBudgets`).
  */
 
 /** Where one connection's inbound messages are counted. */
@@ -43,9 +41,32 @@ export class TokenBucket implements MessageBudget {
 }
 
 /**
- * The budget of `key` in `limiter`, for a connection of it: every connection handed the budget of one key draws from
- * that key's one bucket (the HTTP gateway's bounded, keyed `RateLimiter`), so a reconnect continues it.
+ * Budgets that outlive their connections, one per key (a person, a page): a connection of a key is handed the key's
+ * one bucket when it opens and draws from it directly, so a reconnect continues the budget and a message costs no
+ * more than with a bucket of its own (no lookup per message: runtime sockets carry tens of thousands a second).
+ * Bounded: at most `maxKeys` buckets; the key handed out least recently is forgotten first and starts afresh (erring
+ * towards allowing), while a connection still holding its bucket keeps drawing from it.
  */
-export function keyedBudget(limiter: RateLimiter, key: string, perMinute: number): MessageBudget {
-  return { take: () => limiter.take(key, perMinute, perMinute) === 0 };
+export class KeyedBudgets {
+  readonly #buckets = new Map<string, TokenBucket>();
+  readonly #perMinute: number;
+  readonly #maxKeys: number;
+
+  constructor(perMinute: number, options: { maxKeys?: number } = {}) {
+    this.#perMinute = perMinute;
+    this.#maxKeys = options.maxKeys ?? 100_000;
+  }
+
+  /** The budget of `key`, for a connection of it; `now` is a monotonic time in milliseconds, as `take` is given. */
+  budgetOf(key: string, now = performance.now()): MessageBudget {
+    let bucket = this.#buckets.get(key);
+    if (bucket === undefined) {
+      if (this.#buckets.size >= this.#maxKeys) this.#buckets.delete(this.#buckets.keys().next().value!);
+      bucket = new TokenBucket(this.#perMinute, now);
+    } else {
+      this.#buckets.delete(key); // re-inserted below: the map stays ordered by last handout
+    }
+    this.#buckets.set(key, bucket);
+    return bucket;
+  }
 }
