@@ -63,14 +63,12 @@ export class BrowserSessions {
   }
 
   /**
-   * The browser id a request carries (or a fresh one), with the cookie that plants or renews it. Renewed by every
-   * session made in the browser: planted once, it lapsed 400 days on however much the browser was in use, and the
-   * browser's next session was named afresh, out of reach of a logout made through the sessions it already held.
+   * The browser id a request's cookie names, or a fresh one: what `create` is asked to name its session's browser by.
+   * The cookie is no credential (`create` decides whether the id is taken).
    */
-  browserOf(headers: Readonly<Record<string, string>>): { browserId: string; setCookie: string } {
+  browserOf(headers: Readonly<Record<string, string>>): string {
     const existing = readCookie(headers, BROWSER_COOKIE);
-    const browserId = existing && BROWSER_ID.test(existing) ? existing : newId('brw');
-    return { browserId, setCookie: setCookie(BROWSER_COOKIE, browserId, { maxAgeSeconds: BROWSER_COOKIE_MAX_AGE_S, sameSite: 'Lax' }) };
+    return existing && BROWSER_ID.test(existing) ? existing : newId('brw');
   }
 
   /**
@@ -100,23 +98,33 @@ export class BrowserSessions {
   async create(
     kind: BrowserSessionKind,
     input: { browserId: string; accountId: string; accountEpoch: number; deviceId?: string; grantId?: string; grantScopes?: readonly string[]; notAfter?: number },
-  ): Promise<{ session: BrowserSession; cookie: string }> {
+  ): Promise<{ session: BrowserSession; cookie: string; browserCookie: string }> {
     const now = this.#clock.now();
     const ttl = kind === 'page' ? PAGE_SESSION_TTL_MS : CONSOLE_SESSION_TTL_MS;
     const expiresAt = Math.min(now + ttl, input.notAfter ?? Number.POSITIVE_INFINITY);
     const id = newId(kind === 'page' ? 'pgs' : 'cns');
     const secret = newOpaqueToken(kind === 'page' ? 'rps' : 'rcs');
-    await this.#db.transaction().execute(async (trx) => {
+    const browserId = await this.#db.transaction().execute(async (trx) => {
       // The account's creations of this kind take turns (an advisory lock), so racing ones at the cap leave exactly the
       // cap live: each inserts, then ends the account's oldest live sessions beyond it.
       await lockAccountSessions(trx, kind, input.accountId);
+      // Anyone may send any browser id: one that holds another account's sessions is not taken, or a stranger who
+      // learnt it would make a session of that browser and end everything in it with their own logout.
+      const foreign = await trx
+        .selectFrom('browser_sessions')
+        .select('id')
+        .where('browser_id', '=', input.browserId)
+        .where('account_id', '<>', input.accountId)
+        .limit(1)
+        .executeTakeFirst();
+      const browser = foreign ? newId('brw') : input.browserId;
       await trx
         .insertInto('browser_sessions')
         .values({
           id,
           kind,
           secret_hash: secret.hash,
-          browser_id: input.browserId,
+          browser_id: browser,
           account_id: input.accountId,
           account_epoch: input.accountEpoch,
           device_id: input.deviceId ?? null,
@@ -126,11 +134,12 @@ export class BrowserSessions {
         })
         .execute();
       await this.#endOldestBeyondCap(trx, kind, input.accountId, now);
+      return browser;
     });
     const session: BrowserSession = {
       id,
       kind,
-      browserId: input.browserId,
+      browserId,
       accountId: input.accountId,
       accountEpoch: input.accountEpoch,
       deviceId: input.deviceId ?? null,
@@ -142,7 +151,11 @@ export class BrowserSessions {
     const name = kind === 'page' ? PAGE_COOKIE : CONSOLE_COOKIE;
     // The page session must ride the top-level navigation from an Environment to the authorization page: Lax.
     const cookie = setCookie(name, secret.token, { maxAgeSeconds: Math.floor((expiresAt - now) / 1000), sameSite: kind === 'page' ? 'Lax' : 'Strict' });
-    return { session, cookie };
+    // Planted, or renewed by every session made in the browser: planted once, it lapsed 400 days on however much the
+    // browser was in use, and the browser's next session was named afresh, out of reach of a logout made through the
+    // sessions it already held.
+    const browserCookie = setCookie(BROWSER_COOKIE, browserId, { maxAgeSeconds: BROWSER_COOKIE_MAX_AGE_S, sameSite: 'Lax' });
+    return { session, cookie, browserCookie };
   }
 
   /**

@@ -104,4 +104,52 @@ test("a browser cookie naming a browser that holds none of the caller's sessions
   assert.ok(await runtimeWorks(token), "Mallory's logout ended Bianca's Environment sign-in through a forged browser cookie");
 });
 
+/** Bianca's browser, signed in to the Environment: its browser id and the runtime token made through it. */
+async function biancaSignedIn(): Promise<{ browserId: string; token: string }> {
+  const bianca = new RegistryBrowser(server.url, device);
+  assert.is((await bianca.openPageSession()).status, 204);
+  const token = await environmentSignIn(bianca);
+  const browserId = bianca.jar.get('__Host-registry_browser');
+  assert.ok(browserId);
+  assert.ok(await runtimeWorks(token));
+  return { browserId, token };
+}
+
+const cookieOf = (res: Response, name: string): string | undefined => res.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith(`${name}=`));
+
+test("a console session made with another account's browser id as its browser cookie is not of that browser", async () => {
+  const { browserId, token } = await biancaSignedIn();
+  // Mallory sends Bianca's browser id when she makes her console session: no browser would send it, but the cookie is no
+  // credential. Taken as named, her session was of Bianca's browser, and her logout ended Bianca's sign-ins.
+  const { device: mallory } = await enrolFirst(server.url, 'mallory2');
+  const issued = await mallory.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
+  const { accessToken } = (await issued.json()) as { accessToken: string };
+  const console = await fetch(`${server.url}/v1/auth/console-session`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${accessToken}`, cookie: `__Host-registry_browser=${browserId}` },
+  });
+  assert.is(console.status, 200, await console.clone().text());
+  const named = cookieOf(console, '__Host-registry_browser');
+  assert.ok(named && named !== `__Host-registry_browser=${browserId}`, "Mallory's browser is named afresh, not planted with Bianca's id");
+  const loggedOut = await fetch(`${server.url}/v1/auth/logout`, { method: 'POST', headers: { cookie: cookieOf(console, '__Host-registry_console')! } });
+  assert.is(loggedOut.status, 200, await loggedOut.clone().text());
+  assert.ok(await runtimeWorks(token), "Mallory's logout ended Bianca's Environment sign-in");
+});
+
+test("a page session made with another account's browser id as its browser cookie is not of that browser", async () => {
+  const { browserId, token } = await biancaSignedIn();
+  const { device: mallory } = await enrolFirst(server.url, 'mallory3');
+  const page = await mallory.request(server.url, 'POST', '/v1/account/page-session', undefined, { headers: { cookie: `__Host-registry_browser=${browserId}` } });
+  assert.is(page.status, 204, await page.clone().text());
+  const issued = await mallory.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
+  const { accessToken } = (await issued.json()) as { accessToken: string };
+  const console = await fetch(`${server.url}/v1/auth/console-session`, { method: 'POST', headers: { authorization: `Bearer ${accessToken}` } });
+  assert.is(console.status, 200);
+  // Her logout names the browser of the page session she carries, whatever that session's state.
+  const cookie = `${cookieOf(console, '__Host-registry_console')!}; ${cookieOf(page, '__Host-registry_page')!}`;
+  const loggedOut = await fetch(`${server.url}/v1/auth/logout`, { method: 'POST', headers: { cookie } });
+  assert.is(loggedOut.status, 200, await loggedOut.clone().text());
+  assert.ok(await runtimeWorks(token), "Mallory's logout ended Bianca's Environment sign-in");
+});
+
 test.run();

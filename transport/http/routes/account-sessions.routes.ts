@@ -68,7 +68,8 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       summary: 'Turn the device key into a browser session for registry pages',
       description:
         'Sets the HttpOnly cookie `__Host-registry_page` (Secure, SameSite=Lax, 12 hours), and `__Host-registry_browser` ' +
-        'naming the browser (planted, or renewed for 400 days): browser SSO logout ends every session of that browser. The session ends ' +
+        'naming the browser (planted, or renewed for 400 days; an id holding sessions of another account is not taken, and the browser ' +
+        'is named afresh): browser SSO logout ends every session of that browser. The session ends ' +
         'early when the account epoch rises.\n\n' +
         `An account holds at most ${LIVE_SESSION_CAPS.page} live page sessions: a new one is never refused, and ends the account's ` +
         'oldest beyond that (as a logout would: its cookie and its unexchanged codes stop working), so a person is never locked ' +
@@ -81,10 +82,14 @@ export function accountSessionRoutes(deps: AccountSessionDependencies): AnyRoute
       },
       handler: async ({ principal, headers }) => {
         const caller = principalAs(principal, 'deviceAssertion');
-        const browser = deps.sessions.browserOf(headers);
         // The epoch the device was seen active in, not a fresh read: a removal committing meanwhile ends this session.
-        const { cookie } = await deps.sessions.create('page', { browserId: browser.browserId, accountId: caller.accountId, accountEpoch: caller.accountEpoch, deviceId: caller.deviceId });
-        return { status: 204, body: undefined, headers: { 'set-cookie': [cookie, browser.setCookie] } };
+        const { cookie, browserCookie } = await deps.sessions.create('page', {
+          browserId: deps.sessions.browserOf(headers),
+          accountId: caller.accountId,
+          accountEpoch: caller.accountEpoch,
+          deviceId: caller.deviceId,
+        });
+        return { status: 204, body: undefined, headers: { 'set-cookie': [cookie, browserCookie] } };
       },
     }),
     defineRoute({

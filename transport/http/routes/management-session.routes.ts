@@ -104,9 +104,8 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         const caller = principalAs(principal, 'managementBearer', 'developerSession');
         const grant = await deps.grants.live(caller.grantId);
         if (!grant) throw new HttpError(401, 'access_token_revoked', 'the session behind this token was revoked or has ended', { family: 'management' });
-        const browser = deps.sessions.browserOf(headers);
-        const { session, cookie } = await deps.sessions.create('console', {
-          browserId: browser.browserId,
+        const { session, cookie, browserCookie } = await deps.sessions.create('console', {
+          browserId: deps.sessions.browserOf(headers),
           accountId: caller.accountId,
           accountEpoch: grant.accountEpoch,
           grantId: grant.id,
@@ -116,7 +115,7 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         return {
           status: 200,
           body: { account: await summary(caller.accountId), csrfToken: deps.sessions.csrfToken(session.id), expiresAt: iso(session.expiresAt) },
-          headers: { 'set-cookie': [cookie, browser.setCookie] },
+          headers: { 'set-cookie': [cookie, browserCookie] },
         };
       },
     }),
