@@ -76,13 +76,17 @@ export class Accounts {
     const newAccountId = newId('acc');
     // The reservation outlives the enrolment by a margin, so a crash between completing the account and binding the
     // handle cannot free the handle under a live account before the client's retry binds it.
-    const claim = this.#emitted<AccountHandleEmitted>(
-      await this.#host.send('account-handle', input.handle, {
-        type: 'handle.reserve',
-        accountId: newAccountId,
-        expiresAt: expiresAt + HANDLE_RESERVATION_MARGIN_MS,
-      }),
-    );
+    const reserve = async (replaces?: string) =>
+      this.#emitted<AccountHandleEmitted>(
+        await this.#host.send('account-handle', input.handle, {
+          type: 'handle.reserve',
+          accountId: newAccountId,
+          expiresAt: expiresAt + HANDLE_RESERVATION_MARGIN_MS,
+          ...(replaces === undefined ? {} : { replaces }),
+        }),
+      );
+    let claim = await reserve();
+    if (claim?.type === 'handle.taken' && !claim.bound && (await this.#abandon(claim.accountId))) claim = await reserve(claim.accountId);
     let accountId: string;
     let proof: EnrolmentStarted['proof'];
     if (claim?.type === 'handle.reserved' && claim.accountId === newAccountId) {
@@ -171,6 +175,18 @@ export class Accounts {
     const key = this.#keys.get(device.publicKey, device.thumbprint);
     return { deviceId, accountId, status, key, thumbprint: device.thumbprint, accountEpoch: account.epoch };
   };
+
+  /**
+   * Whether the account holding a reservation was abandoned: its first enrolment lapsed (ended here if it is past its
+   * deadline and its timer has not come yet), so it can never complete. One that was opened and completed, even with
+   * its handle still unbound (a crash before the bind), has devices and is never abandoned.
+   */
+  async #abandon(accountId: string): Promise<boolean> {
+    const account = await this.account(accountId);
+    if (account.handle === null || Object.keys(account.devices).length > 0) return false;
+    if (Object.keys(account.enrolments).length === 0) return true;
+    return this.#emitted<AccountEmitted>(await this.#host.send('account', accountId, { type: 'account.lapse' }))?.type === 'account.lapsed';
+  }
 
   async #assignDevice(deviceId: string, accountId: string): Promise<void> {
     const outcome = this.#emitted<DeviceEmitted>(await this.#host.send('device', deviceId, { type: 'device.assign', accountId }));

@@ -8,7 +8,14 @@ import { assign, emit, setup } from 'xstate';
  * whose completion committed but whose bind did not (a crash between them) may have lapsed before the retry.
  */
 export type AccountHandleEvent =
-  | { readonly type: 'handle.reserve'; readonly accountId: string; readonly expiresAt: number; readonly at: number }
+  | {
+      readonly type: 'handle.reserve';
+      readonly accountId: string;
+      readonly expiresAt: number;
+      /** An account known to have been abandoned: its reservation is taken over before it lapses. */
+      readonly replaces?: string;
+      readonly at: number;
+    }
   | { readonly type: 'handle.bind'; readonly accountId: string; readonly at: number }
   | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
 
@@ -57,6 +64,17 @@ export const accountHandleMachine = setup({
           {
             // Past its deadline the reservation has lapsed, even before its timer is delivered: the handle is free.
             guard: ({ context, event }) => event.at >= context.reservedUntil!,
+            target: 'reserved',
+            reenter: true,
+            actions: [
+              assign(({ event }) => ({ accountId: event.accountId, reservedUntil: event.expiresAt })),
+              emit(({ event }) => ({ type: 'handle.reserved', accountId: event.accountId })),
+            ],
+          },
+          {
+            // The holder was abandoned (its first enrolment lapsed, so it can never complete): the margin the
+            // reservation keeps for a completion's bind serves nobody, and the person may start again at once.
+            guard: ({ context, event }) => event.replaces !== undefined && event.replaces === context.accountId,
             target: 'reserved',
             reenter: true,
             actions: [

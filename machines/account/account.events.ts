@@ -40,6 +40,8 @@ export type AccountEvent =
   | { readonly type: 'account.device.remove'; readonly deviceId: string; readonly byDeviceId: string; readonly at: number }
   | { readonly type: 'account.devices.revokeOthers'; readonly byDeviceId: string; readonly at: number }
   | { readonly type: 'account.signOut'; readonly deviceId: string; readonly at: number }
+  /** Ends a first enrolment past its deadline now, without waiting for its timer (see `abandoned`). */
+  | { readonly type: 'account.lapse'; readonly at: number }
   | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
 
 export type AccountRefusalCode =
@@ -56,6 +58,7 @@ export type AccountRefusalCode =
 export type AccountEmitted =
   | { readonly type: 'account.refused'; readonly code: AccountRefusalCode }
   | { readonly type: 'account.enrolled'; readonly deviceId: string; readonly epoch: number }
+  | { readonly type: 'account.lapsed' }
   | { readonly type: 'account.enrolmentRequested'; readonly enrolmentId: string }
   | { readonly type: 'account.enrolmentDecided'; readonly enrolmentId: string; readonly decision: 'admit' | 'refuse' }
   | { readonly type: 'account.devicesRemoved'; readonly deviceIds: readonly string[]; readonly epoch: number };

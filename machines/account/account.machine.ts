@@ -143,6 +143,13 @@ export const accountMachine = setup({
           target: 'abandoned',
           actions: assign({ enrolments: {} }),
         },
+        // Asked by a new enrolment for the handle: once abandoned here, in the account's own order, no completion can
+        // follow, so the handle may go to the new account at once.
+        'account.lapse': {
+          guard: ({ context, event }) => Object.values(context.enrolments).every((e) => event.at >= e.expiresAt),
+          target: 'abandoned',
+          actions: [assign({ enrolments: {} }), emit({ type: 'account.lapsed' })],
+        },
       },
     },
     active: {

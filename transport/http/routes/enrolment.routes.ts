@@ -136,7 +136,9 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
         'Names an account by handle and a device key. A new handle opens an account whose first device proves ' +
         'possession of its key (`proof: possession`); an existing handle asks to join that account, which an ' +
         'enrolled device must admit (`proof: approval`). Either way the device then calls `POST /v1/enrol/complete` ' +
-        'under a device assertion made with the new key, presenting the nonce. Enrolments expire after 10 minutes. ' +
+        'under a device assertion made with the new key, presenting the nonce. Enrolments expire after 10 minutes; the ' +
+        'handle of a new account whose enrolment expired is free again at once (409 `handle_unavailable` only while ' +
+        "another person's first enrolment of it is under way). " +
         'Limited to 10 per minute per client address (bursts of 20): over it, 429 `rate_limited` with Retry-After. ' +
         'An account keeps at most 5 requests waiting for approval: a new one takes the place of the oldest request ' +
         'of whichever client address holds the most, so one address flooding the list displaces only its own.',
