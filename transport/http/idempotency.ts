@@ -55,7 +55,9 @@ export interface IdempotentOutcome extends StoredResult {
 /**
  * Runs `execute` at most once per (scope, key): an identical retry replays the stored result, a different request
  * under the same key is refused (422), and a retry while the first is still running is told to wait (409).
- * Server failures (5xx, or a throw) are not stored, so the client's retry runs again.
+ * Server failures (5xx, or a throw) are not stored, so the client's retry runs again; nor are refusals that tell the
+ * client when to come back (429, or any with Retry-After): replayed, they would refuse the very retry they ask for
+ * for as long as the record is kept.
  */
 export async function runIdempotently(
   store: IdempotencyStore,
@@ -89,7 +91,7 @@ export async function runIdempotently(
     await store.abandon(scope, key, existing.claim).catch(() => {});
     throw error;
   }
-  if (result.status >= 500) {
+  if (result.status >= 500 || result.status === 429 || result.headers['retry-after'] !== undefined) {
     await store.abandon(scope, key, existing.claim);
     return { ...result, replayed: false };
   }

@@ -41,7 +41,8 @@ run at most once per caller and key for 24 hours: an identical retry (same metho
 the original body with \`Idempotent-Replayed: true\`, under \`200\` when the original was \`201\` or \`202\` and under
 the original status otherwise; a different request under the same key is refused with
 \`422 idempotency_key_reused\`; a retry while the first is still running gets \`409 idempotency_request_in_progress\`.
-Server failures (5xx) are not recorded, so their retry runs again.
+Server failures (5xx) and refusals that say when to retry (\`429\`, or any with \`Retry-After\`) are not recorded, so
+their retry runs again.
 
 **Device assertion** (\`Platform-Device-Assertion\`): a compact ES256 JWS made with the enrolled device key, protected
 header \`{"alg":"ES256","typ":"device-assertion+jwt","kid":"<deviceId>"}\`, payload \`htm\` (method), \`htu\` (path

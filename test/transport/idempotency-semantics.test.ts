@@ -1,0 +1,98 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import * as z from 'zod';
+import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
+import { apiSchema } from '../../transport/http/api-schemas.js';
+import { HttpError } from '../../transport/http/errors.js';
+import { defineRoute } from '../../transport/http/route.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { jsonOf, startGateway, type TestGateway } from '../support/http.js';
+
+/**
+ * What the Idempotency-Key middleware replays and what it refuses, through the real gateway and the Postgres store:
+ * an identical retry gets the original result, a changed request is refused, and the document says which operations
+ * need the header.
+ */
+const Item = apiSchema('TestIdemItem', z.strictObject({ name: z.string().min(1).max(40) }));
+const Made = apiSchema('TestIdemMade', z.strictObject({ name: z.string(), serial: z.number().int() }));
+
+let serial = 0;
+/** Refuses its first calls as over a quota, then serves: a refusal that says when to come back. */
+let quotaRefusals = 0;
+
+const routes = [
+  defineRoute({
+    operationId: 'idemQuota',
+    method: 'post',
+    path: '/v1/test/idem/quota',
+    summary: 'Makes an item, within a quota',
+    tags: ['Test'],
+    credential: 'none',
+    errorFormat: 'api',
+    idempotency: 'required',
+    body: Item,
+    errors: [429],
+    responses: { 201: { description: 'Made.', schema: Made } },
+    handler: async ({ body }) => {
+      if (quotaRefusals > 0) {
+        quotaRefusals--;
+        throw new HttpError(429, 'item_quota_exceeded', 'too many items this minute', { family: 'account_policy', headers: { 'retry-after': '1' } });
+      }
+      return { status: 201, body: { name: body.name, serial: ++serial } };
+    },
+  }),
+  defineRoute({
+    operationId: 'idemConditional',
+    method: 'put',
+    path: '/v1/test/idem/conditional',
+    summary: 'Replaces an item if it is still the one the caller read',
+    tags: ['Test'],
+    credential: 'none',
+    errorFormat: 'api',
+    idempotency: 'optional',
+    requestHeaders: { 'If-Match': { description: 'The tag the caller read.', required: true, schema: z.string() } },
+    body: Item,
+    errors: [412],
+    responses: { 200: { description: 'Replaced.', schema: Made } },
+    handler: async ({ body, headers }) => {
+      if (headers['if-match'] !== '"current"') throw new HttpError(412, 'precondition_failed', 'the item has changed since it was read');
+      return { status: 200, body: { name: body.name, serial: ++serial } };
+    },
+  }),
+];
+
+let db: TestDatabase;
+let server: TestGateway;
+
+test.before(async () => {
+  db = await createTestDatabase();
+  server = await startGateway({
+    routes,
+    idempotency: new PostgresIdempotencyStore(db.connection.db, { retentionSeconds: 3600, claimTimeoutSeconds: 60 }),
+  });
+});
+test.after(async () => {
+  server.close();
+  await db.drop();
+});
+
+const send = (method: string, path: string, body: unknown, headers: Record<string, string>) =>
+  fetch(server.url + path, { method, body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } });
+
+test('a refusal that says when to retry (429 with Retry-After) is not replayed: the retry with the same key runs again', async () => {
+  quotaRefusals = 1;
+  const headers = { 'idempotency-key': 'quota-retry-key-000001' };
+  const refused = await send('POST', '/v1/test/idem/quota', { name: 'a' }, headers);
+  assert.is(refused.status, 429);
+  assert.is(refused.headers.get('retry-after'), '1');
+  await refused.arrayBuffer();
+  const retried = await send('POST', '/v1/test/idem/quota', { name: 'a' }, headers);
+  const body = await jsonOf(retried);
+  assert.is(retried.status, 201, `the retry Retry-After asked for was answered ${retried.status} ${JSON.stringify(body)}`);
+  assert.is(retried.headers.get('idempotent-replayed'), null);
+  // From then on the key holds that result.
+  const replay = await send('POST', '/v1/test/idem/quota', { name: 'a' }, headers);
+  assert.equal([replay.status, replay.headers.get('idempotent-replayed'), await jsonOf(replay)], [200, 'true', body]);
+});
+
+test.run();
