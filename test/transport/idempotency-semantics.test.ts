@@ -95,4 +95,17 @@ test('a refusal that says when to retry (429 with Retry-After) is not replayed: 
   assert.equal([replay.status, replay.headers.get('idempotent-replayed'), await jsonOf(replay)], [200, 'true', body]);
 });
 
+test('a request header the operation reads (If-Match) is part of the request: another value under the same key is refused 422', async () => {
+  const key = 'conditional-key-000001';
+  const first = await send('PUT', '/v1/test/idem/conditional', { name: 'b' }, { 'idempotency-key': key, 'if-match': '"stale"' });
+  assert.is(first.status, 412);
+  await first.arrayBuffer();
+  const same = await send('PUT', '/v1/test/idem/conditional', { name: 'b' }, { 'idempotency-key': key, 'if-match': '"stale"' });
+  assert.equal([same.status, same.headers.get('idempotent-replayed')], [412, 'true'], 'an identical retry replays the refusal');
+  await same.arrayBuffer();
+  const changed = await send('PUT', '/v1/test/idem/conditional', { name: 'b' }, { 'idempotency-key': key, 'if-match': '"current"' });
+  const body = (await jsonOf(changed)) as { error?: { code?: string } };
+  assert.equal([changed.status, body.error?.code], [422, 'idempotency_key_reused'], `answered ${changed.status} ${JSON.stringify(body)}`);
+});
+
 test.run();

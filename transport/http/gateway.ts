@@ -246,7 +246,7 @@ export class HttpGateway {
         this.#options.idempotency,
         // One key space per caller across all operations: the fingerprint covers method and path, so the same key
         // on another operation is a different request (422), as the spec's "changed request" says.
-        { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json) },
+        { scope: principal.subject, key, fingerprint: requestFingerprint(request.method, request.path, request.query, json, readHeaders(route, request.headers)) },
         async () => storable(route, await execute()),
         (error) => log.warn({ err: error, operation: route.operationId }, 'applied result not recorded for its Idempotency-Key'),
       );
@@ -409,6 +409,13 @@ function withCors(reply: Reply, origin: string | undefined): Reply {
     ? { ...reply.headers, vary: 'origin' }
     : { ...reply.headers, 'access-control-allow-origin': origin, 'access-control-expose-headers': CORS_EXPOSED_HEADERS, vary: 'origin' };
   return { ...reply, headers };
+}
+
+/** The request headers `route` declares it reads, by lower-case name (absent ones included, as absent). */
+function readHeaders(route: AnyRoute, headers: Readonly<Record<string, string>>): Record<string, string | undefined> {
+  const read: Record<string, string | undefined> = {};
+  for (const name of Object.keys(route.requestHeaders ?? {})) read[name.toLowerCase()] = headers[name.toLowerCase()];
+  return read;
 }
 
 /** Idempotency records keep single-valued headers: a keyed operation never sets cookies. */

@@ -28,14 +28,23 @@ export function readIdempotencyKey(
 }
 
 /**
- * What makes two requests "the same": method, path, query and the body as JSON value (key order and whitespace do not
- * matter, so a client re-serialising its retry is still recognised).
+ * What makes two requests "the same": method, path, query, the body as JSON value (key order and whitespace do not
+ * matter, so a client re-serialising its retry is still recognised) and the request headers the operation reads
+ * (`If-Match`: the same body under another precondition is another request). Without such headers the fingerprint is
+ * what it always was, so records made before still match their retries.
  */
-export function requestFingerprint(method: string, path: string, query: string, body: unknown): string {
-  return createHash('sha256')
+export function requestFingerprint(
+  method: string,
+  path: string,
+  query: string,
+  body: unknown,
+  headers: Readonly<Record<string, string | undefined>> = {},
+): string {
+  const hash = createHash('sha256')
     .update(`${method.toUpperCase()} ${path}?${query}\n`)
-    .update(canonicalJson(body))
-    .digest('base64url');
+    .update(canonicalJson(body));
+  if (Object.keys(headers).length > 0) hash.update(`\n${canonicalJson(headers)}`);
+  return hash.digest('base64url');
 }
 
 function canonicalJson(value: unknown): string {

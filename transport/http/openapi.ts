@@ -42,7 +42,7 @@ the original body with \`Idempotent-Replayed: true\`, under \`200\` when the ori
 the original status otherwise; a different request under the same key is refused with
 \`422 idempotency_key_reused\`; a retry while the first is still running gets \`409 idempotency_request_in_progress\`.
 Server failures (5xx) and refusals that say when to retry (\`429\`, or any with \`Retry-After\`) are not recorded, so
-their retry runs again.
+their retry runs again. Request headers an operation reads (\`If-Match\`) are part of the request.
 
 **Device assertion** (\`Platform-Device-Assertion\`): a compact ES256 JWS made with the enrolled device key, protected
 header \`{"alg":"ES256","typ":"device-assertion+jwt","kid":"<deviceId>"}\`, payload \`htm\` (method), \`htu\` (path
