@@ -4,9 +4,11 @@ import * as z from 'zod';
 import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
 import { apiSchema } from '../../transport/http/api-schemas.js';
 import { HttpError } from '../../transport/http/errors.js';
+import { buildOpenApiDocument } from '../../transport/http/openapi.js';
 import { defineRoute } from '../../transport/http/route.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf, startGateway, type TestGateway } from '../support/http.js';
+import { redoclyLint } from '../support/redocly.js';
 
 /**
  * What the Idempotency-Key middleware replays and what it refuses, through the real gateway and the Postgres store:
@@ -106,6 +108,22 @@ test('a request header the operation reads (If-Match) is part of the request: an
   const changed = await send('PUT', '/v1/test/idem/conditional', { name: 'b' }, { 'idempotency-key': key, 'if-match': '"current"' });
   const body = (await jsonOf(changed)) as { error?: { code?: string } };
   assert.equal([changed.status, body.error?.code], [422, 'idempotency_key_reused'], `answered ${changed.status} ${JSON.stringify(body)}`);
+});
+
+test('OpenAPI: an operation that requires an Idempotency-Key declares the header required; its 409 (still running) carries Retry-After', async () => {
+  const doc = buildOpenApiDocument(routes, { serverUrl: 'http://127.0.0.1', tags: {} }) as unknown as {
+    paths: Record<string, Record<string, { parameters?: Array<{ $ref?: string; name?: string }>; responses: Record<string, { headers?: Record<string, unknown> }> }>>;
+    components: { parameters: Record<string, { name: string; in: string; required?: boolean }> };
+  };
+  const keyOf = (path: string, method: string) => {
+    const refs = (doc.paths[path]![method]!.parameters ?? []).map((p) => (p.$ref ? doc.components.parameters[p.$ref.split('/').at(-1)!]! : p));
+    return refs.find((p) => p.name === 'Idempotency-Key') as { required?: boolean } | undefined;
+  };
+  assert.is(keyOf('/v1/test/idem/quota', 'post')?.required, true, 'required key declared required');
+  assert.not.ok(keyOf('/v1/test/idem/conditional', 'put')?.required, 'optional key not declared required');
+  assert.ok(doc.paths['/v1/test/idem/quota']!.post!.responses['409']!.headers?.['Retry-After'], '409 idempotency_request_in_progress names Retry-After');
+  const lint = await redoclyLint(JSON.stringify(doc));
+  assert.is(lint.totals.errors, 0, lint.problems.map((p) => p.message).join('; '));
 });
 
 test.run();

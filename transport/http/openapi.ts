@@ -109,12 +109,9 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
         IdempotentReplayed: { description: '`true` when this is the stored result of an earlier identical request.', schema: { type: 'string', enum: ['true'] } },
       },
       parameters: {
-        IdempotencyKey: {
-          name: 'Idempotency-Key',
-          in: 'header',
-          description: 'Caller-chosen key making a retry of this request safe.',
-          schema: { type: 'string', minLength: 16, maxLength: 128, pattern: '^[A-Za-z0-9._~-]+$' },
-        },
+        IdempotencyKey: idempotencyKeyParameter(false),
+        // A reference cannot say `required`, and an operation refusing a request without the key must: a second one.
+        IdempotencyKeyRequired: idempotencyKeyParameter(true),
       },
       securitySchemes: Object.fromEntries(
         [...usedSchemes].sort().map((kind) => [kind, credentialSchemes[kind as keyof typeof credentialSchemes]]),
@@ -155,11 +152,21 @@ function ref(schema: z.ZodType, where: string): Json {
   return { $ref: `#/components/schemas/${id}` };
 }
 
+function idempotencyKeyParameter(required: boolean): Json {
+  return {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required,
+    description: 'Caller-chosen key making a retry of this request safe.',
+    schema: { type: 'string', minLength: 16, maxLength: 128, pattern: '^[A-Za-z0-9._~-]+$' },
+  };
+}
+
 function operation(route: AnyRoute): Json {
   const where = `${route.method.toUpperCase()} ${route.path}`;
   const parameters: Json[] = [...objectParameters(route.params, 'path'), ...objectParameters(route.query, 'query')];
   if (route.idempotency) {
-    parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });
+    parameters.push({ $ref: `#/components/parameters/${route.idempotency === 'required' ? 'IdempotencyKeyRequired' : 'IdempotencyKey'}` });
   }
   for (const [name, header] of [...(credentialHeaders[route.credential] ?? []), ...Object.entries(route.requestHeaders ?? {})] as Array<[string, RequestHeaderSpec]>) {
     parameters.push({ name, in: 'header', required: header.required, description: header.description, schema: inline(header.schema) });
@@ -251,7 +258,8 @@ function errorResponse(route: AnyRoute, status: number): Json {
         ? { 'application/json': apiError, 'application/problem+json': problem }
         : { 'application/json': apiError };
   const headers: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
-  if (status === 503 || status === 429) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+  // A keyed operation's 409 may be idempotency_request_in_progress, which says when to look again.
+  if (status === 503 || status === 429 || (status === 409 && route.idempotency)) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
   // A precondition that failed on a tag answers with the current one, so the client can read before it writes again.
   if (status === 412) headers['ETag'] = { $ref: '#/components/headers/CurrentETag' };
   return { description: statusTitle(status), headers, content };
