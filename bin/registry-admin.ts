@@ -172,9 +172,18 @@ async function main(argv: readonly string[]): Promise<number> {
     case 'admin grant':
       result = await call('PUT', `/registry/accounts/${encodeURIComponent(need('handle'))}/platform-admin`, { reason: need('reason') });
       break;
-    case 'accounts list':
-      result = await call('GET', '/registry/accounts');
+    case 'accounts list': {
+      // The listener answers a page at a time; an operator asking for the list gets all of it.
+      const accounts: unknown[] = [];
+      let after: string | undefined;
+      do {
+        const page = (await call('GET', `/registry/accounts?limit=1000${after === undefined ? '' : `&after=${encodeURIComponent(after)}`}`)) as { accounts: unknown[]; next?: string };
+        accounts.push(...page.accounts);
+        after = page.next;
+      } while (after !== undefined);
+      result = { accounts };
       break;
+    }
     case 'devices list':
       result = await call('GET', `/registry/accounts/${encodeURIComponent(need('handle'))}/devices`);
       break;

@@ -68,4 +68,31 @@ test('grants platform admin with the same audit record as the API; lists account
   assert.equal(devices.devices.map((d) => [d.name, d.status]), [['olivia laptop', 'active']]);
 });
 
+test('accounts come a page at a time (limit, after → next), so listing them never loads every account at once', async () => {
+  for (const handle of ['paula', 'quentin']) await enrolFirst(server.url, handle);
+  const page = async (query: string): Promise<{ status: number; body: { accounts?: Array<{ accountId: string; handle: string }>; next?: string; error?: { code: string } } }> => {
+    const res = await fetch(`${server.opsUrl}/registry/accounts${query}`, { headers: { authorization: `Bearer ${OPS_TOKEN}` } });
+    return { status: res.status, body: (await res.json()) as never };
+  };
+  const whole = await page('');
+  assert.is(whole.status, 200);
+  const ids = whole.body.accounts!.map((a) => a.accountId);
+  assert.is(ids.length, 3);
+  assert.equal(ids, [...ids].sort(), 'in account id order');
+  assert.is(whole.body.next, undefined, 'one page holds them all: no next');
+  const first = await page('?limit=2');
+  assert.equal(first.body.accounts!.map((a) => a.accountId), ids.slice(0, 2));
+  assert.is(first.body.next, ids[1]);
+  const second = await page(`?limit=2&after=${encodeURIComponent(first.body.next!)}`);
+  assert.equal(second.body.accounts!.map((a) => a.accountId), ids.slice(2));
+  assert.is(second.body.next, undefined);
+  for (const bad of ['?limit=0', '?limit=1001', '?limit=x']) {
+    const refused = await page(bad);
+    assert.equal([refused.status, refused.body.error?.code], [400, 'validation_failed'], bad);
+  }
+  // The command line follows the pages.
+  const listed = JSON.parse((await admin(['accounts', 'list'])).stdout) as { accounts: Array<{ accountId: string }> };
+  assert.equal(listed.accounts.map((a) => a.accountId), ids);
+});
+
 test.run();

@@ -56,8 +56,11 @@ const AccountList = apiSchema(
     accounts: z.array(
       z.object({ accountId: z.string(), handle: z.string().nullable(), epoch: z.number().int(), activeDevices: z.number().int(), platformAdmin: z.boolean() }),
     ),
+    next: z.string().optional().describe('Present on a full page: pass it as `after` for the page after it.'),
   }),
 );
+const ACCOUNT_PAGE_DEFAULT = 100;
+const ACCOUNT_PAGE_MAX = 1000;
 
 const DeviceList = apiSchema(
   'OpsDeviceList',
@@ -157,11 +160,25 @@ export function registryAdminRoutes(deps: RegistryAdminDependencies): AnyRoute[]
       operationId: 'opsListAccounts',
       method: 'get',
       path: '/registry/accounts',
-      summary: 'Accounts, with their handle, epoch and device count',
-      responses: { 200: { description: 'Every account that has been opened.', schema: AccountList } },
-      handler: async () => {
-        const rows = await deps.db.selectFrom('actor_snapshots').select('key').where('kind', '=', 'account').orderBy('key').execute();
-        const admins = new Set((await deps.db.selectFrom('platform_admins').select('account_id').execute()).map((r) => r.account_id));
+      summary: 'Accounts, with their handle, epoch and device count, a page at a time',
+      description:
+        `Accounts that have been opened, in account id order, ${ACCOUNT_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
+        `(at most ${ACCOUNT_PAGE_MAX}): each is read through its actor, so a page bounds what one request loads. A full page ` +
+        'carries `next`; pass it as `after` for the page after it.',
+      query: z.strictObject({
+        limit: z.coerce.number().int().min(1).max(ACCOUNT_PAGE_MAX).default(ACCOUNT_PAGE_DEFAULT),
+        after: z.string().min(1).max(200).optional().describe('The `next` of the previous page (the last account id it held).'),
+      }),
+      responses: { 200: { description: 'A page of accounts.', schema: AccountList } },
+      handler: async ({ query }) => {
+        let select = deps.db.selectFrom('actor_snapshots').select('key').where('kind', '=', 'account');
+        if (query.after !== undefined) select = select.where('key', '>', query.after);
+        const rows = await select.orderBy('key').limit(query.limit).execute();
+        const admins = new Set(
+          rows.length === 0
+            ? []
+            : (await deps.db.selectFrom('platform_admins').select('account_id').where('account_id', 'in', rows.map((r) => r.key)).execute()).map((r) => r.account_id),
+        );
         const accounts = await Promise.all(
           rows.map(async ({ key }) => {
             const account = await deps.accounts.account(key);
@@ -174,7 +191,8 @@ export function registryAdminRoutes(deps: RegistryAdminDependencies): AnyRoute[]
             };
           }),
         );
-        return { status: 200, body: { accounts } };
+        const last = rows.at(-1);
+        return { status: 200, body: { accounts, ...(rows.length === query.limit && last ? { next: last.key } : {}) } };
       },
     }),
     defineRoute({
