@@ -66,10 +66,11 @@ export interface SocketData<TUser, TOut> {
   readonly connection: EndpointConnection<TUser, TOut>;
   readonly codec: WsCodec;
   /**
-   * `now` is true while `res.upgrade()` and the cork around it run: a close then is uWS's, not the client's. A box,
-   * because uWS copies the user data's properties: a plain boolean cleared after the upgrade would stay true.
+   * `now` is true while `res.upgrade()` and the cork around it run: a close then is uWS's, not the client's. `opened`:
+   * the `open` handler ran, so `onClose`, not `onAbandoned`, gives back what `authenticate` took. A box, because uWS
+   * copies the user data's properties: plain booleans would be two copies, the upgrade's and the socket's.
    */
-  readonly upgrading: { now: boolean };
+  readonly upgrading: { now: boolean; opened: boolean };
 }
 
 export interface ConnectionLimits {

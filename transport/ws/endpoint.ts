@@ -10,7 +10,9 @@
  *   with 400 `unsupported_subprotocol` listing the supported ones: an explained refusal beats a silently dead socket.
  *   The codec is checked before `authenticate`, so no credential work is spent on a doomed request. `authenticate`
  *   throwing an HttpError refuses the upgrade with that status and a problem+json body (`code`, `requestId`); any other
- *   throw is logged and answered 500 `internal_error`.
+ *   throw is logged and answered 500 `internal_error`. Once it has returned, either the socket opens (and `onClose`
+ *   follows its close) or `onAbandoned` is told that it never will: a limit can take its place in `authenticate`, in
+ *   the same step as its check, and get it back exactly once.
  *
  * Close codes (so a client learns why it was dropped without anyone reading server logs)
  *   1000  conn.close() default.
@@ -108,8 +110,17 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   messageBudget?(user: TUser): MessageBudget;
   /** Schema of client messages; `null` refuses every client message (1008). */
   readonly inbound: z.ZodType<TIn> | null;
-  /** Returns the connection's user, or throws an HttpError to refuse the upgrade with its status. */
+  /**
+   * Returns the connection's user, or throws an HttpError to refuse the upgrade with its status. What it takes for the
+   * connection (a place under a limit, checked and taken in one step so that upgrades in flight together cannot all
+   * pass) is given back by exactly one of `onClose`, once the socket opened, or `onAbandoned`, if it never does.
+   */
   authenticate(upgrade: UpgradeRequest): Promise<TUser>;
+  /**
+   * `authenticate` returned `user`, but no socket opened for it: the client went away meanwhile, the server began
+   * shutting down (503), or the upgrade failed. Not called for a socket that opened, even one closed at once.
+   */
+  onAbandoned?(user: TUser): void;
   onOpen?(conn: WsConnection<TUser, TOut>): void | Promise<void>;
   onMessage?(conn: WsConnection<TUser, TOut>, message: TIn): void | Promise<void>;
   /** After the socket closed: `conn.send` is a no-op from here. */
@@ -230,42 +241,52 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       refuseUpgrade(res, watch, refusal, requestId); // nothing is written if the client is gone
       return;
     }
-    if (watch.aborted) {
-      logger.debug({ requestId: request.requestId }, 'client went away during the upgrade');
-      return;
+    // uWS copies the properties of the socket's data into its user data, so the flags live in a shared box.
+    const upgrading = { now: true, opened: false };
+    try {
+      if (watch.aborted) {
+        logger.debug({ requestId: request.requestId }, 'client went away during the upgrade');
+        return;
+      }
+      if (shuttingDown) {
+        refuseUpgrade(res, watch, new HttpError(503, 'shutting_down', 'the server is shutting down'), request.requestId);
+        return;
+      }
+      const connection = new EndpointConnection<TUser, TOut>({
+        id: request.requestId,
+        user,
+        codec: choice.codec,
+        logger: logger.child({ connectionId: request.requestId }),
+        limits: {
+          maxBackpressureBytes: endpoint.maxBackpressureBytes,
+          messagesPerMinute: endpoint.messagesPerMinute,
+          messageBudget: endpoint.messageBudget?.(user),
+          maxOutboundBytes: endpoint.maxOutboundMessageBytes,
+        },
+        ...(endpoint.oversized ? { oversized: endpoint.oversized.bind(endpoint) } : {}),
+        renderError,
+        newRequestId: deps.newRequestId,
+      });
+      const data: SocketData<TUser, TOut> = { connection, codec: choice.codec, upgrading };
+      res.cork(() => {
+        res.upgrade(
+          data,
+          headers['sec-websocket-key'] ?? '',
+          choice.subprotocol,
+          headers['sec-websocket-extensions'] ?? '',
+          context,
+        );
+      });
+    } finally {
+      upgrading.now = false;
+      // uWS runs `open` from within upgrade(), so by now a socket that will ever open has.
+      if (!upgrading.opened) {
+        runHandler(
+          () => endpoint.onAbandoned?.(user),
+          (error) => logger.error({ err: error, requestId: request.requestId }, 'onAbandoned failed'),
+        );
+      }
     }
-    if (shuttingDown) {
-      refuseUpgrade(res, watch, new HttpError(503, 'shutting_down', 'the server is shutting down'), request.requestId);
-      return;
-    }
-    const connection = new EndpointConnection<TUser, TOut>({
-      id: request.requestId,
-      user,
-      codec: choice.codec,
-      logger: logger.child({ connectionId: request.requestId }),
-      limits: {
-        maxBackpressureBytes: endpoint.maxBackpressureBytes,
-        messagesPerMinute: endpoint.messagesPerMinute,
-        messageBudget: endpoint.messageBudget?.(user),
-        maxOutboundBytes: endpoint.maxOutboundMessageBytes,
-      },
-      ...(endpoint.oversized ? { oversized: endpoint.oversized.bind(endpoint) } : {}),
-      renderError,
-      newRequestId: deps.newRequestId,
-    });
-    // uWS copies the properties of this object into the socket's user data, so the flag lives in a shared box.
-    const upgrading = { now: true };
-    const data: SocketData<TUser, TOut> = { connection, codec: choice.codec, upgrading };
-    res.cork(() => {
-      res.upgrade(
-        data,
-        headers['sec-websocket-key'] ?? '',
-        choice.subprotocol,
-        headers['sec-websocket-extensions'] ?? '',
-        context,
-      );
-    });
-    upgrading.now = false;
   }
 
   /**
@@ -354,7 +375,9 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       });
     },
     open(ws: WebSocket<SocketData<TUser, TOut>>) {
-      const conn = ws.getUserData().connection;
+      const socket = ws.getUserData();
+      socket.upgrading.opened = true;
+      const conn = socket.connection;
       conn.attach(ws);
       open.add(conn);
       deps.observer?.opened(endpoint.name);
