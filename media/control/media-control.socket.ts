@@ -14,6 +14,7 @@ import {
   type MediaV2ClientMessage,
   type MediaV2ServerMessage,
 } from './media-control.messages.js';
+import { ContextPlaces } from './context-places.js';
 
 export const MEDIA_CONTROL_PATH = '/v1/plugins/media/control';
 /** How often every open connection's grant is checked again, for what no event announces. */
@@ -39,6 +40,8 @@ export interface MediaConnectionUser {
   /** `<environmentId>.<scope>`: the room this connection is about. */
   readonly roomKey: string;
   readonly scope: string;
+  /** Gives the member's place in the room back (maxParticipantsPerContext); only the first call counts. */
+  readonly leave: () => void;
   unsubscribe?: () => void;
   expiry?: TimerHandle;
 }
@@ -73,7 +76,8 @@ const refuse = (status: number, code: string, message: string): HttpError => new
  * out or removed), and a newer connection of the same person (maxConcurrentSessions 1) each close it with a
  * `session.ended` first. Limits: maxMessageBytes per message, each way (the client's over it is closed 1009; one of
  * ours over it is a bug, logged and never sent: room views go in pages), and requestsPerMinute per person, across
- * their reconnects (4029), maxParticipantsPerContext connections per room (429 at upgrade).
+ * their reconnects (4029), maxParticipantsPerContext connections per room (429 at upgrade: the check takes the place,
+ * which the connection's close, or its upgrade abandoned before it opened, gives back).
  */
 export function mediaControlSocket(deps: MediaControlSocketDeps): {
   endpoint: WebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>;
@@ -83,8 +87,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
   const limits = { ...MEDIA_LIMITS, ...deps.limits };
   /** The one connection of each member (`<environmentId> <actorId>`). */
   const byMember = new Map<string, MediaConnection>();
-  /** Open connections per room. */
-  const perRoom = new Map<string, Set<MediaConnection>>();
+  const places = new ContextPlaces(limits.maxParticipantsPerContext);
   const memberKey = (grant: LivePluginGrant): string => `${grant.environmentId} ${grant.actorId}`;
   /**
    * requestsPerMinute is the person's, keyed as their one connection is: a reconnect (which replaces the older
@@ -186,22 +189,19 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
         throw refuse(404, 'media_scope_unknown', 'the grant names no space of this Environment, and no direct call it allows');
       }
       const roomKey = `${grant.environmentId}.${scope}`;
-      const room = perRoom.get(roomKey);
-      const replacing = byMember.get(memberKey(grant));
-      const others = room ? room.size - (replacing && room.has(replacing) ? 1 : 0) : 0;
-      if (others >= limits.maxParticipantsPerContext) {
-        throw refuse(429, 'media_context_full', `at most ${limits.maxParticipantsPerContext} connections per context`);
-      }
-      return { grant, grantToken: grantToken ?? '', memberId: grant.actorId, roomKey, scope };
+      // Taken here, with no await between the check and the taking: upgrades in flight together see each other.
+      const leave = places.take(roomKey, memberKey(grant));
+      if (!leave) throw refuse(429, 'media_context_full', `at most ${limits.maxParticipantsPerContext} connections per context`);
+      return { grant, grantToken: grantToken ?? '', memberId: grant.actorId, roomKey, scope, leave };
+    },
+    onAbandoned(user) {
+      user.leave();
     },
     onOpen(conn) {
       const key = memberKey(conn.user.grant);
       const previous = byMember.get(key);
       byMember.set(key, conn);
       if (previous) end(previous, 'replaced', MediaCloseCode.replaced);
-      let room = perRoom.get(conn.user.roomKey);
-      if (!room) perRoom.set(conn.user.roomKey, (room = new Set()));
-      room.add(conn);
       follow(conn);
       armExpiry(conn);
       conn.send({
@@ -262,9 +262,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       if (conn.user.expiry) deps.clock.clearTimeout(conn.user.expiry);
       const key = memberKey(conn.user.grant);
       if (byMember.get(key) === conn) byMember.delete(key);
-      const room = perRoom.get(conn.user.roomKey);
-      room?.delete(conn);
-      if (room?.size === 0) perRoom.delete(conn.user.roomKey);
+      conn.user.leave();
       deps.rooms.disconnected(conn);
     },
   });
