@@ -7,7 +7,7 @@ import { MEDIA_CONTROL_PATH } from '../../media/control/media-control.socket.js'
 import { pluginInstallations } from '../../plugins/plugins.feature.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { configureMedia, crowdPages, FULL_MEETING, inParallel, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
@@ -36,38 +36,14 @@ let world: TestEnvironment;
 const grants: string[] = [];
 const connections: MediaControlClient[] = [];
 
-const meeting = {
-  mode: 'meeting',
-  maxParticipants: 150,
-  maxSpeakerSeats: 16,
-  floorControl: 'open',
-  raiseHand: 'disabled',
-  screenShare: 'speakers',
-  screenProfile: 'slides',
-  guestPolicy: 'account_required',
-  encryption: 'transport',
-  reconnectGraceSeconds: 30,
-};
-
-/** Runs `work` over 0…count-1 with at most `width` at a time. */
-async function inParallel(count: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < count) await work(next++);
-  }));
-}
-
 test.before(async () => {
   db = await createTestDatabase();
   server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   await runtimePerson(server, 'burst-owner');
   world = await testEnvironment(server.opsUrl, 'media-burst', 'burst-owner');
-  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }] });
-  await inParallel(LIMIT + SURPLUS, 8, async (i) => {
-    // Enrolment start admits bursts of 20 per address.
-    const person = await runtimePerson(server, `burst-${String(i).padStart(3, '0')}`, world, `127.0.0.${2 + Math.floor(i / 20)}`);
-    grants[i] = await mediaGrant(await (await person.runtime()).open(), 'plaza');
-  });
+  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: FULL_MEETING }] });
+  const pages = await crowdPages(server, world, 'burst', LIMIT + SURPLUS);
+  await inParallel(pages.length, 8, async (i) => void (grants[i] = await mediaGrant(pages[i]!, 'plaza')));
 });
 test.after(async () => {
   for (const connection of connections) connection.close();

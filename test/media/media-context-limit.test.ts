@@ -4,7 +4,7 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MEDIA_LIMITS } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, FULL_STAGE, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
+import { configureMedia, crowdPages, FULL_MEETING, FULL_STAGE, inParallel, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
@@ -19,39 +19,14 @@ let world: TestEnvironment;
 const crowd: RuntimeClient[] = [];
 const connections: MediaControlClient[] = [];
 
-const meeting = {
-  mode: 'meeting',
-  maxParticipants: 150,
-  maxSpeakerSeats: 16,
-  floorControl: 'open',
-  raiseHand: 'disabled',
-  screenShare: 'speakers',
-  screenProfile: 'slides',
-  guestPolicy: 'account_required',
-  encryption: 'transport',
-  reconnectGraceSeconds: 30,
-};
-
-/** Runs `work` over 0…count-1 with at most `width` at a time. */
-async function inParallel(count: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < count) await work(next++);
-  }));
-}
-
 test.before(async () => {
   db = await createTestDatabase();
   server = await startTestServer(db.url, productParts, MEDIA_TEST_ENV);
   await runtimePerson(server, 'crowd-owner');
   world = await testEnvironment(server.opsUrl, 'media-crowd', 'crowd-owner');
-  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: meeting }, { id: 'annex', policy: meeting }, { id: 'arena', policy: FULL_STAGE }] });
+  await configureMedia(server.opsUrl, world.environmentId, { directCalls: { enabled: false }, spaces: [{ id: 'plaza', policy: FULL_MEETING }, { id: 'annex', policy: FULL_MEETING }, { id: 'arena', policy: FULL_STAGE }] });
   const people = MEDIA_LIMITS.maxParticipantsPerContext + 1;
-  await inParallel(people, 8, async (i) => {
-    // Enrolment start admits bursts of 20 per address.
-    const person = await runtimePerson(server, `crowd-${String(i).padStart(3, '0')}`, world, `127.0.0.${2 + Math.floor(i / 20)}`);
-    crowd[i] = await (await person.runtime()).open();
-  });
+  crowd.push(...(await crowdPages(server, world, 'crowd', people)));
 });
 test.after(async () => {
   for (const connection of connections) connection.close();
