@@ -1,7 +1,7 @@
 import { defineActorKind } from './actor-kind.js';
 import { accountMachine, accountTimers } from '../machines/account/account.machine.js';
 import { accountHandleMachine, accountHandleTimers } from '../machines/account-handle/account-handle.machine.js';
-import { deviceMachine } from '../machines/device/device.machine.js';
+import { deviceMachine, deviceTimers } from '../machines/device/device.machine.js';
 import { HANDLE, idPattern } from '../identity/ids.js';
 
 export const accountKind = defineActorKind({
@@ -9,6 +9,10 @@ export const accountKind = defineActorKind({
   machine: accountMachine,
   key: { pattern: idPattern('acc'), describe: 'account id: acc_ + 26 base32 characters' },
   timers: (snapshot) => accountTimers(snapshot.context),
+  // Abandoned is final. Retired, it loads as `unopened`: no completion, no device, and only a fresh id is ever opened.
+  // Its handle's reservation lapses an hour after the abandonment at most, long before ACTOR_ENDED_RETENTION_DAYS, so
+  // no reservation outlives the account it names (a holder read as `unopened` is never taken over early).
+  endedAt: (snapshot) => (snapshot.value === 'abandoned' ? (snapshot.context.abandonedAt ?? null) : null),
 });
 
 export const accountHandleKind = defineActorKind({
@@ -16,12 +20,17 @@ export const accountHandleKind = defineActorKind({
   machine: accountHandleMachine,
   key: { pattern: HANDLE, describe: 'handle, lower-case: a letter then 2 to 31 of a-z 0-9 _ -' },
   timers: (snapshot) => accountHandleTimers(snapshot.context),
+  // A free handle is exactly a never-written one; reserving or binding it again undoes the end.
+  endedAt: (snapshot) => (snapshot.value === 'free' ? (snapshot.context.freedAt ?? null) : null),
 });
 
 export const deviceKind = defineActorKind({
   name: 'device',
   machine: deviceMachine,
   key: { pattern: idPattern('dev'), describe: 'device id: dev_ + 26 base32 characters' },
+  timers: (snapshot) => deviceTimers(snapshot.context),
+  // Lapsed is final, and retired it loads as `unassigned`: an id that names no account, as a lapsed one must.
+  endedAt: (snapshot) => (snapshot.value === 'lapsed' ? (snapshot.context.lapsedAt ?? null) : null),
 });
 
 export const identityKinds = [accountKind, accountHandleKind, deviceKind] as const;

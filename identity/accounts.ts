@@ -92,12 +92,12 @@ export class Accounts {
     if (claim?.type === 'handle.reserved' && claim.accountId === newAccountId) {
       accountId = newAccountId;
       proof = 'possession';
-      await this.#assignDevice(deviceId, accountId);
+      await this.#assignDevice(deviceId, accountId, expiresAt);
       this.#outcome(await this.#host.send('account', accountId, { type: 'account.open', handle: input.handle, enrolment }));
     } else if (claim?.type === 'handle.taken' && claim.bound) {
       accountId = claim.accountId;
       proof = 'approval';
-      await this.#assignDevice(deviceId, accountId);
+      await this.#assignDevice(deviceId, accountId, expiresAt);
       this.#outcome(await this.#host.send('account', accountId, { type: 'account.enrolment.request', enrolment }));
     } else {
       throw new HttpError(409, 'handle_unavailable', 'this handle is being enrolled by someone else right now', { family: 'account_policy' });
@@ -106,8 +106,17 @@ export class Accounts {
   }
 
   async completeEnrolment(accountId: string, enrolmentId: string, nonce: string): Promise<{ deviceId: string; epoch: number; handle: string }> {
-    const reply = await this.#host.send('account', accountId, { type: 'account.enrolment.complete', enrolmentId, nonceHash: sha256(nonce) });
-    const outcome = this.#outcome(reply);
+    const complete = (deviceKept: boolean) =>
+      this.#host.send('account', accountId, { type: 'account.enrolment.complete', enrolmentId, nonceHash: sha256(nonce), deviceKept });
+    let reply = await complete(false);
+    let outcome = this.#outcome(reply);
+    if (outcome.type === 'account.enrolmentAdmissible') {
+      // The device actor would lapse at the enrolment's deadline, and retired, name no account: it is kept before the
+      // account admits it. Kept and then not admitted (expired in between) it only stays stored.
+      await this.#keepDevice(outcome.deviceId, accountId);
+      reply = await complete(true);
+      outcome = this.#outcome(reply);
+    }
     if (outcome.type !== 'account.enrolled') throw new Error(`unexpected outcome ${outcome.type}`);
     const context = reply.snapshot.context as AccountContext;
     // Binding is idempotent, so it follows every completion, not only the first: a retry binds what a crash left unbound.
@@ -190,9 +199,18 @@ export class Accounts {
     return this.#emitted<AccountEmitted>(reply)?.type === 'account.lapsed' || reply.snapshot.value === 'abandoned';
   }
 
-  async #assignDevice(deviceId: string, accountId: string): Promise<void> {
-    const outcome = this.#emitted<DeviceEmitted>(await this.#host.send('device', deviceId, { type: 'device.assign', accountId }));
+  /** `expiresAt`: the enrolment's deadline, at which the device lapses unless its account is about to admit it. */
+  async #assignDevice(deviceId: string, accountId: string, expiresAt: number): Promise<void> {
+    const outcome = this.#emitted<DeviceEmitted>(await this.#host.send('device', deviceId, { type: 'device.assign', accountId, expiresAt }));
     if (outcome?.type !== 'device.assigned') throw new Error(`device id ${deviceId} collided`);
+  }
+
+  async #keepDevice(deviceId: string, accountId: string): Promise<void> {
+    const reply = await this.#host.send('device', deviceId, { type: 'device.keep', accountId });
+    if (reply.snapshot.value !== 'kept') {
+      const [status, message] = REFUSALS.enrolment_not_found;
+      throw new HttpError(status, 'enrolment_not_found', message, { family: 'account_policy' });
+    }
   }
 
   /**

@@ -27,7 +27,15 @@ export type AccountHandleEmitted =
 export interface AccountHandleContext {
   readonly accountId: string | null;
   readonly reservedUntil: number | null;
+  /**
+   * When a lapsed reservation left the handle free: its end, for a free handle is what a never-written one is. Null
+   * once reserved or bound again; absent on handles stored before it was kept.
+   */
+  readonly freedAt?: number | null;
 }
+
+/** Leaving `free` undoes its end; a handle never freed keeps the shape it always had. */
+const undoEnd = (context: AccountHandleContext): Partial<AccountHandleContext> => (context.freedAt == null ? {} : { freedAt: null });
 
 export const accountHandleMachine = setup({
   types: {
@@ -45,14 +53,14 @@ export const accountHandleMachine = setup({
         'handle.reserve': {
           target: 'reserved',
           actions: [
-            assign(({ event }) => ({ accountId: event.accountId, reservedUntil: event.expiresAt })),
+            assign(({ context, event }) => ({ accountId: event.accountId, reservedUntil: event.expiresAt, ...undoEnd(context) })),
             emit(({ event }) => ({ type: 'handle.reserved', accountId: event.accountId })),
           ],
         },
         'handle.bind': {
           target: 'bound',
           actions: [
-            assign(({ event }) => ({ accountId: event.accountId, reservedUntil: null })),
+            assign(({ context, event }) => ({ accountId: event.accountId, reservedUntil: null, ...undoEnd(context) })),
             emit(({ event }) => ({ type: 'handle.bound', accountId: event.accountId })),
           ],
         },
@@ -95,7 +103,7 @@ export const accountHandleMachine = setup({
         'timer.due': {
           guard: ({ context, event }) => event.name === 'reservation' && event.dueAt === context.reservedUntil,
           target: 'free',
-          actions: assign({ accountId: null, reservedUntil: null }),
+          actions: assign(({ event }) => ({ accountId: null, reservedUntil: null, freedAt: event.at })),
         },
       },
     },

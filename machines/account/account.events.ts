@@ -29,7 +29,17 @@ export interface EnrolmentRequest {
 export type AccountEvent =
   | { readonly type: 'account.open'; readonly handle: string; readonly enrolment: EnrolmentRequest; readonly at: number }
   | { readonly type: 'account.enrolment.request'; readonly enrolment: EnrolmentRequest; readonly at: number }
-  | { readonly type: 'account.enrolment.complete'; readonly enrolmentId: string; readonly nonceHash: string; readonly at: number }
+  | {
+      readonly type: 'account.enrolment.complete';
+      readonly enrolmentId: string;
+      readonly nonceHash: string;
+      /**
+       * false: the enrolling device's actor may still lapse, so an admission is announced (`account.enrolmentAdmissible`)
+       * instead of made. Absent on completions journaled before device actors could lapse, which admitted.
+       */
+      readonly deviceKept?: boolean;
+      readonly at: number;
+    }
   | {
       readonly type: 'account.enrolment.decide';
       readonly enrolmentId: string;
@@ -59,6 +69,7 @@ export type AccountEmitted =
   | { readonly type: 'account.refused'; readonly code: AccountRefusalCode }
   | { readonly type: 'account.enrolled'; readonly deviceId: string; readonly epoch: number }
   | { readonly type: 'account.lapsed' }
+  | { readonly type: 'account.enrolmentAdmissible'; readonly deviceId: string }
   | { readonly type: 'account.enrolmentRequested'; readonly enrolmentId: string }
   | { readonly type: 'account.enrolmentDecided'; readonly enrolmentId: string; readonly decision: 'admit' | 'refuse' }
   | { readonly type: 'account.devicesRemoved'; readonly deviceIds: readonly string[]; readonly epoch: number };

@@ -9,6 +9,11 @@ import type { AccountEmitted, AccountEvent, AccountRefusalCode, EnrolmentRequest
  * before its enrolment expires) → `active`; `enrolling` → `abandoned` when that first enrolment expires. Further
  * devices enrol while `active`: they wait for an active device to admit or refuse them, then complete with the same
  * nonce proof. Pending enrolments expire through durable timers named `enrolment:<id>`.
+ *
+ * A completion that would admit a device but says its device actor is not yet kept (`deviceKept: false`) admits
+ * nothing and answers `account.enrolmentAdmissible`: a device actor lapses at its enrolment's deadline unless kept
+ * first, and one that lapsed and was retired names no account, so the account must never hold a device whose actor
+ * might have lapsed.
  */
 export interface AccountDevice extends EnrollingDevice {
   readonly status: 'active' | 'removed';
@@ -32,6 +37,8 @@ export interface AccountContext {
   readonly epoch: number;
   readonly devices: Readonly<Record<string, AccountDevice>>;
   readonly enrolments: Readonly<Record<string, PendingEnrolment>>;
+  /** When the first enrolment lapsed (`abandoned`): the account's end. Absent on accounts abandoned before it was kept. */
+  readonly abandonedAt?: number;
 }
 
 /**
@@ -119,7 +126,7 @@ export const accountMachine = setup({
           {
             guard: ({ context, event }) => {
               const pending = context.enrolments[event.enrolmentId];
-              return pending !== undefined && pending.nonceHash === event.nonceHash && event.at < pending.expiresAt;
+              return pending !== undefined && pending.nonceHash === event.nonceHash && event.at < pending.expiresAt && event.deviceKept !== false;
             },
             target: 'active',
             actions: enqueueActions(({ context, event, enqueue }) => {
@@ -127,6 +134,13 @@ export const accountMachine = setup({
               enqueue.assign({ ...admit(context, pending, event.at), epoch: 1 });
               enqueue.emit({ type: 'account.enrolled', deviceId: pending.device.id, epoch: 1 });
             }),
+          },
+          {
+            guard: ({ context, event }) => {
+              const pending = context.enrolments[event.enrolmentId];
+              return pending !== undefined && pending.nonceHash === event.nonceHash && event.at < pending.expiresAt;
+            },
+            actions: emit(({ context, event }) => ({ type: 'account.enrolmentAdmissible', deviceId: context.enrolments[event.enrolmentId]!.device.id })),
           },
           {
             // Past its deadline it has expired, whatever the proof, even before its timer is delivered.
@@ -141,14 +155,14 @@ export const accountMachine = setup({
         'timer.due': {
           guard: ({ context, event }) => Object.keys(context.enrolments).some((id) => event.name === `enrolment:${id}`),
           target: 'abandoned',
-          actions: assign({ enrolments: {} }),
+          actions: assign(({ event }) => ({ enrolments: {}, abandonedAt: event.at })),
         },
         // Asked by a new enrolment for the handle: once abandoned here, in the account's own order, no completion can
         // follow, so the handle may go to the new account at once.
         'account.lapse': {
           guard: ({ context, event }) => Object.values(context.enrolments).every((e) => event.at >= e.expiresAt),
           target: 'abandoned',
-          actions: [assign({ enrolments: {} }), emit({ type: 'account.lapsed' })],
+          actions: [assign(({ event }) => ({ enrolments: {}, abandonedAt: event.at })), emit({ type: 'account.lapsed' })],
         },
       },
     },
@@ -196,6 +210,7 @@ export const accountMachine = setup({
               enqueue.assign({ enrolments: withoutEnrolment(context, pending.enrolmentId) });
               return void enqueue.emit(refused('enrolment_refused'));
             }
+            if (event.deviceKept === false) return void enqueue.emit({ type: 'account.enrolmentAdmissible', deviceId: pending.device.id });
             enqueue.assign(admit(context, pending, event.at));
             enqueue.emit({ type: 'account.enrolled', deviceId: pending.device.id, epoch: context.epoch });
           }),
@@ -238,6 +253,8 @@ export const accountMachine = setup({
       },
     },
     // Events a state does not name are ignored (no journal row, no write): probing an unknown account costs nothing.
+    // Final: nothing leaves it, so the account is ended (accountKind.endedAt) and may be retired, loading afterwards as
+    // `unopened`, which likewise accepts no completion and holds no device, and which only a fresh id is opened as.
     abandoned: {},
   },
 });

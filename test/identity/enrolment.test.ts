@@ -245,8 +245,10 @@ test('a completion whose handle binding was lost binds it when retried, even aft
   const host = server.services.host;
   const handle = async () => (await host.send('account-handle', 'zed', { type: 'handle.read' })).snapshot.context as { accountId: string | null; reservedUntil: number | null };
   const accountId = (await handle()).accountId!;
-  // The account's completion commits, and the process dies before the handle is bound.
+  // The account's completion commits (its device kept first, as every completion does), and the process dies before
+  // the handle is bound.
   const nonceHash = createHash('sha256').update(started.nonce!).digest('base64url');
+  await host.send('device', started.deviceId!, { type: 'device.keep', accountId });
   await host.send('account', accountId, { type: 'account.enrolment.complete', enrolmentId: started.enrolmentId!, nonceHash });
   clock.advance(71 * 60_000);
   await waitFor(async () => {
@@ -255,7 +257,8 @@ test('a completion whose handle binding was lost binds it when retried, even aft
   }, 'the reservation to lapse');
   const retried = await complete(device, started);
   assert.is(retried.status, 201, await retried.clone().text());
-  assert.equal(await handle(), { accountId, reservedUntil: null }, 'bound to its account');
+  // Bound again after the lapse left it free: that end is undone.
+  assert.equal(await handle(), { accountId, reservedUntil: null, freedAt: null }, 'bound to its account');
   const stranger = await DeviceClient.generate('stranger');
   assert.is((await startEnrolment(server.url, 'zed', stranger)).proof, 'approval', 'the handle stays with its account');
 });
