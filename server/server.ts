@@ -293,7 +293,9 @@ export async function startServer(
 
     const port = uws.us_socket_local_port(listen);
     const opsPort = uws.us_socket_local_port(opsListen);
-    listeningUrl = `http://${/^(0\.0\.0\.0|::)$/.test(config.host) ? '127.0.0.1' : config.host}:${port}`;
+    // An unspecified address is reached through loopback; an IPv6 literal goes in brackets, as a URL needs it.
+    const reachAt = /^(0\.0\.0\.0|::)$/.test(config.host) ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
+    listeningUrl = `http://${reachAt}:${port}`;
     if (config.publicBaseUrl === undefined) openApi = documentFor(listeningUrl);
     logger.info({ port, opsPort, opsHost: config.opsHost, database: embedded ? 'embedded' : 'external' }, 'server listening');
 
