@@ -2,7 +2,7 @@
  * Actor host benchmark: durable events/s and reply latency with 1, 100 and 10,000 actors, each printed beside the raw
  * limit of the same Postgres measured in the same run.
  *
- *   npm run bench                      (builds, then runs dist/bench/actors.bench.js; a minute or two: the
+ *   npm run bench:actors               (builds, then runs dist/bench/actors.bench.js; a minute or two: the
  *                                      10,000-actor phase's spreading warm-up alone is ≈ 315,000 events)
  *
  * The npm scripts run it, like `npm start` runs the server, with --max-semi-space-size=32. Every event leaves its

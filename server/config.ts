@@ -91,7 +91,7 @@ export interface Config {
   readonly runtimeSessionsPerEnvironment: number;
   /** A Runtime session without the lease (standby, superseded) is released after this long. */
   readonly runtimeSessionIdleSeconds: number;
-  /** Client messages per runtime socket per minute (burst and refill). */
+  /** Client messages per Runtime session per minute on its runtime socket (burst and refill; a newer socket continues the budget). */
   readonly runtimeSocketMessagesPerMinute: number;
   /** mediasoup workers of this node; one per core when unset. */
   readonly mediaWorkers: number | undefined;

@@ -49,7 +49,7 @@ const UPGRADE_REFUSALS =
   'subprotocol `registry.bearer.<grant>`); 403 `media_scope_missing` (the grant lacks `media:connect`), ' +
   '`media_origin_mismatch` (Origin is not the grant\'s); 404 `media_scope_unknown` (the grant\'s context scope names ' +
   `no configured space, and no direct call the Environment allows); 429 \`media_context_full\` (already ` +
-  `${MEDIA_LIMITS.maxParticipantsPerContext} connections for the context, maxParticipantsPerContext); 503 ` +
+  `${MEDIA_LIMITS.maxParticipantsPerContext} members hold a place in the context, maxParticipantsPerContext; a member who reconnects keeps theirs); 503 ` +
   '`runtime_coordination_unavailable`.';
 
 /**

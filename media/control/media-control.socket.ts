@@ -191,7 +191,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       const roomKey = `${grant.environmentId}.${scope}`;
       // Taken here, with no await between the check and the taking: upgrades in flight together see each other.
       const leave = places.take(roomKey, memberKey(grant));
-      if (!leave) throw refuse(429, 'media_context_full', `at most ${limits.maxParticipantsPerContext} connections per context`);
+      if (!leave) throw refuse(429, 'media_context_full', `at most ${limits.maxParticipantsPerContext} members per context`);
       return { grant, grantToken: grantToken ?? '', memberId: grant.actorId, roomKey, scope, leave };
     },
     onAbandoned(user) {

@@ -8,7 +8,7 @@ import { sql, type Kysely } from 'kysely';
  * signature checks share the cores). The store's only reader is a starting server, which reloads the ids still inside
  * their time window into memory; memory answers every check while the process runs. The primary key's cross-process
  * refusal is given up with it: one server owns a database until cluster mode brings a shared check (README, "Device
- * assertions").
+ * plane").
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
