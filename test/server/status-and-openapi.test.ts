@@ -122,6 +122,56 @@ test('GET /v1/openapi.json: OpenAPI 3.1.0, version 0.1.0-alpha.7, every route of
   for (const name of ['Problem', 'ApiError', 'PlatformStatusResponse', 'TestCounterAddRequest']) assert.ok(doc.components.schemas[name], name);
 });
 
+/** The spec (Endpoints): "declare problem responses (`application/problem+json`) for `400` invalid request, …". */
+const SPEC_PROBLEM_MEANINGS: Readonly<Record<string, string>> = {
+  400: 'invalid request',
+  401: 'authentication required',
+  403: 'insufficient permission',
+  404: 'resource not found',
+  409: 'revision conflict',
+  422: 'contract validation failed',
+  429: 'rate limit exceeded',
+  500: 'registry failure',
+  502: 'configured upstream unavailable',
+  503: 'runtime coordination unavailable',
+};
+
+test("the first tables' operations (up to POST /v1/auth/logout) declare each Problem response with the spec's meaning", async () => {
+  const doc = (await (await fetch(`${server.url}/v1/openapi.json`)).json()) as {
+    paths: Record<string, Record<string, { responses: Record<string, { description: string; content?: Record<string, unknown> }> }>>;
+  };
+  const firstTables: Array<[string, string]> = [
+    ['/v1/status', 'get'],
+    ['/v1/enrol/start', 'post'],
+    ['/v1/enrol/complete', 'post'],
+    ['/v1/enrol/pending', 'get'],
+    ['/v1/enrol/approve', 'post'],
+    ['/v1/account/devices', 'get'],
+    ['/v1/account/devices/{deviceId}', 'delete'],
+    ['/v1/account/devices/revoke-all', 'post'],
+    ['/v1/account/page-session', 'post'],
+    ['/v1/account/sign-out', 'post'],
+    ['/v1/account/environments/{environmentId}/actor', 'get'],
+    ['/v1/account/desktop-management-sessions', 'post'],
+    ['/v1/account/desktop-management-sessions/{sessionId}', 'delete'],
+    ['/v1/review/host-capabilities', 'post'],
+    ['/v1/review/host-capabilities/{capabilityId}', 'delete'],
+    ['/v1/auth/console-session', 'post'],
+    ['/v1/auth/me', 'get'],
+    ['/v1/auth/logout', 'post'],
+  ];
+  for (const [path, method] of firstTables) {
+    const responses = doc.paths[path]![method]!.responses;
+    for (const [status, meaning] of Object.entries(SPEC_PROBLEM_MEANINGS)) {
+      const response = responses[status];
+      assert.ok(response?.content?.['application/problem+json'], `${method} ${path} ${status}: a Problem`);
+      assert.is(response.description, meaning, `${method} ${path} ${status}`);
+    }
+  }
+  // Its own description of a status stays: /ready's 503 is the PlatformStatusResponse of a node that cannot serve.
+  assert.is(doc.paths['/ready']!.get!.responses['503']!.description, 'The node cannot serve now.');
+});
+
 test('the served OpenAPI document passes `redocly lint` with no error and no warning', async () => {
   const dir = await mkdtemp(path.join(tmpdir(), 'openapi-'));
   const file = path.join(dir, 'openapi.json');

@@ -234,6 +234,29 @@ function errorStatuses(route: AnyRoute): number[] {
   return [...statuses].sort((a, b) => a - b);
 }
 
+/**
+ * What the spec's first tables (up to `POST /v1/auth/logout`) say each of their Problem responses means. Their
+ * operations are the Problem routes that list these statuses among their errors; a generic title would not say, for
+ * example, that their 503 is the runtime coordination outage.
+ */
+const FIRST_TABLE_PROBLEM_MEANINGS: Readonly<Record<number, string>> = {
+  400: 'invalid request',
+  401: 'authentication required',
+  403: 'insufficient permission',
+  404: 'resource not found',
+  409: 'revision conflict',
+  422: 'contract validation failed',
+  429: 'rate limit exceeded',
+  500: 'registry failure',
+  502: 'configured upstream unavailable',
+  503: 'runtime coordination unavailable',
+};
+
+function errorDescription(route: AnyRoute, status: number): string {
+  const meaning = route.errorFormat === 'problem' && route.errors?.includes(status) ? FIRST_TABLE_PROBLEM_MEANINGS[status] : undefined;
+  return meaning ?? statusTitle(status);
+}
+
 function errorResponse(route: AnyRoute, status: number): Json {
   const problem = { schema: { $ref: '#/components/schemas/Problem' } };
   const apiError = { schema: { $ref: '#/components/schemas/ApiError' } };
@@ -262,7 +285,7 @@ function errorResponse(route: AnyRoute, status: number): Json {
   if (status === 503 || status === 429 || (status === 409 && route.idempotency)) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
   // A precondition that failed on a tag answers with the current one, so the client can read before it writes again.
   if (status === 412) headers['ETag'] = { $ref: '#/components/headers/CurrentETag' };
-  return { description: statusTitle(status), headers, content };
+  return { description: errorDescription(route, status), headers, content };
 }
 
 function objectParameters(schema: z.ZodType | undefined, location: 'path' | 'query'): Json[] {
