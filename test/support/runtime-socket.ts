@@ -8,6 +8,8 @@ import { waitFor } from './wait.js';
 export interface Socket {
   readonly ws: WebSocket;
   readonly messages: Array<Record<string, unknown>>;
+  /** Payload bytes of every frame received, in order. */
+  readonly frameBytes: number[];
   readonly closed: Promise<{ code: number; reason: string }>;
   next(type: string): Promise<Record<string, unknown>>;
   send(message: unknown): void;
@@ -15,21 +17,26 @@ export interface Socket {
 
 /**
  * Opens a socket; resolves once open, or rejects with the HTTP status and body of a refused upgrade. A socket uWS cut
- * right after its upgrade is opened again (see cutAfterUpgrade).
+ * right after its upgrade is opened again (see cutAfterUpgrade). `maxPayload`: like a careful client, refuse frames
+ * over the protocol's bound (ws closes the socket with 1009).
  */
-export async function connect(url: string, protocols: string[], origin: string): Promise<Socket> {
+export async function connect(url: string, protocols: string[], origin: string, maxPayload?: number): Promise<Socket> {
   for (let attempt = 1; ; attempt += 1) {
-    const socket = await connectOnce(url, protocols, origin);
+    const socket = await connectOnce(url, protocols, origin, maxPayload);
     if (attempt === 3 || !(await cutAfterUpgrade(socket.ws, socket.closed.then((c) => c.code)))) return socket;
   }
 }
 
-function connectOnce(url: string, protocols: string[], origin: string): Promise<Socket> {
+function connectOnce(url: string, protocols: string[], origin: string, maxPayload: number | undefined): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols, { origin });
+    const ws = new WebSocket(url, protocols, { origin, ...(maxPayload === undefined ? {} : { maxPayload }) });
     const messages: Array<Record<string, unknown>> = [];
+    const frameBytes: number[] = [];
     const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
-    ws.on('message', (data) => messages.push(JSON.parse(data.toString()) as Record<string, unknown>));
+    ws.on('message', (data) => {
+      frameBytes.push((data as Buffer).byteLength);
+      messages.push(JSON.parse(data.toString()) as Record<string, unknown>);
+    });
     ws.on('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
@@ -40,6 +47,7 @@ function connectOnce(url: string, protocols: string[], origin: string): Promise<
       resolve({
         ws,
         messages,
+        frameBytes,
         closed,
         send: (message) => ws.send(JSON.stringify(message)),
         next: (type) => waitFor(() => messages.find((m) => m.type === type), `a ${type} message (got ${JSON.stringify(messages)})`),
@@ -49,8 +57,8 @@ function connectOnce(url: string, protocols: string[], origin: string): Promise<
 }
 
 /** The runtime socket of an active page (its lease in the query), with the page's bearer and origin unless given. */
-export const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin): Promise<Socket> =>
-  connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin);
+export const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, origin = page.origin, maxPayload?: number): Promise<Socket> =>
+  connect(page.socketUrl(), RuntimeClient.subprotocols(bearer), origin, maxPayload);
 
 export const controlUrl = (serverUrl: string): string => `${serverUrl.replace(/^http/, 'ws')}/v1/runtime/control`;
 
