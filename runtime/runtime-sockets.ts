@@ -11,6 +11,8 @@ import { asCoordinationError, coordinated } from './coordination.js';
 import { activityOrder, type RuntimeActivity, type RuntimeActivityEvent } from './runtime-activity.js';
 import type { RuntimeSessions } from './runtime-sessions.js';
 import {
+  PRESENCE_PAGE_SIZE,
+  RUNTIME_MAX_OUTBOUND_BYTES,
   RuntimeClientMessage,
   RuntimeCloseCode,
   type ControlServerMessage,
@@ -53,27 +55,55 @@ interface Member {
   readonly conn: RuntimeConn;
 }
 
+/** A member with its place in the Environment's join order: the cursor of `presence.list`. */
+interface PlacedMember extends Member {
+  readonly place: number;
+}
+
+type MemberView = Extract<RuntimeServerMessage, { type: 'presence.snapshot' }>['members'][number];
+
 /** Who is present in each Environment, from this node's open runtime sockets. Ephemeral by nature: it is the sockets. */
 class EnvironmentPresence {
-  readonly #byEnvironment = new Map<string, Map<string, Member>>();
+  readonly #byEnvironment = new Map<string, Map<string, PlacedMember>>();
+  /**
+   * The same members in join order (ascending place), so a page is found by binary search and costs its own size
+   * whatever the crowd: one list of everyone was O(N), and a crowd answering each hint O(N²). Places only grow, so a
+   * join appends; a leave shifts the array (a memmove of N pointers), which is cheaper than any tree for the crowds of
+   * one node. `set` (presence.update, the busy path) does not touch it: a member's place never changes.
+   */
+  readonly #inOrder = new Map<string, PlacedMember[]>();
   readonly #pendingHints = new Set<string>();
+  #places = 0;
 
   constructor(private readonly clock: Clock) {}
 
   join(environmentId: string, sessionId: string, member: Member): void {
     let members = this.#byEnvironment.get(environmentId);
-    if (!members) this.#byEnvironment.set(environmentId, (members = new Map()));
-    members.set(sessionId, member);
+    let order = this.#inOrder.get(environmentId);
+    if (!members || !order) {
+      this.#byEnvironment.set(environmentId, (members = new Map()));
+      this.#inOrder.set(environmentId, (order = []));
+    }
+    const previous = members.get(sessionId);
+    if (previous) order.splice(placeIndex(order, previous.place), 1);
+    const placed: PlacedMember = { ...member, place: ++this.#places };
+    members.set(sessionId, placed);
+    order.push(placed);
     this.#hint(environmentId);
   }
 
   /** Removes the session's member if `conn` is still the one holding its place. */
   leave(environmentId: string, sessionId: string, conn: RuntimeConn): void {
     const members = this.#byEnvironment.get(environmentId);
-    if (members?.get(sessionId)?.conn !== conn) return;
+    const member = members?.get(sessionId);
+    if (!members || member?.conn !== conn) return;
     members.delete(sessionId);
-    if (members.size === 0) this.#byEnvironment.delete(environmentId);
-    else this.#hint(environmentId);
+    const order = this.#inOrder.get(environmentId)!;
+    order.splice(placeIndex(order, member.place), 1);
+    if (members.size === 0) {
+      this.#byEnvironment.delete(environmentId);
+      this.#inOrder.delete(environmentId);
+    } else this.#hint(environmentId);
   }
 
   set(environmentId: string, sessionId: string, state: PresenceState, at: number): void {
@@ -84,8 +114,14 @@ class EnvironmentPresence {
     this.#hint(environmentId);
   }
 
-  members(environmentId: string): Array<{ actorId: string; state: PresenceState; since: string }> {
-    return [...(this.#byEnvironment.get(environmentId)?.values() ?? [])].map((m) => ({ actorId: m.actorId, state: m.state, since: new Date(m.since).toISOString() }));
+  /** The page of members after the place `after` (from the start without it), in join order. */
+  page(environmentId: string, after: number | undefined): { members: MemberView[]; total: number; next?: string } {
+    const order = this.#inOrder.get(environmentId) ?? [];
+    const from = after === undefined ? 0 : placeIndex(order, after + 1);
+    const members = order.slice(from, from + PRESENCE_PAGE_SIZE);
+    const view = members.map((m) => ({ actorId: m.actorId, state: m.state, since: new Date(m.since).toISOString() }));
+    const more = from + members.length < order.length;
+    return { members: view, total: order.length, ...(more ? { next: String(members.at(-1)!.place) } : {}) };
   }
 
   #hint(environmentId: string): void {
@@ -106,6 +142,18 @@ export interface RuntimeSocketDependencies {
   readonly clock: Clock;
   readonly messagesPerMinute: number;
   readonly warn: (details: Record<string, unknown>, message: string) => void;
+}
+
+/** The index of the first member whose place is `place` or later (order.length when none is). */
+function placeIndex(order: readonly PlacedMember[], place: number): number {
+  let low = 0;
+  let high = order.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (order[mid]!.place < place) low = mid + 1;
+    else high = mid;
+  }
+  return low;
 }
 
 const closeFor = (reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): number => RuntimeCloseCode[reason];
@@ -215,6 +263,9 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     path: RUNTIME_SOCKET_PATH,
     name: 'runtime',
     maxMessageBytes: 16 * 1024,
+    // Holds for every message: presence comes in pages of PRESENCE_PAGE_SIZE, the rest are ids and the server's text
+    // (a framework error over it goes without its details).
+    maxOutboundMessageBytes: RUNTIME_MAX_OUTBOUND_BYTES,
     maxBackpressureBytes: 256 * 1024,
     idleTimeoutSeconds: 60,
     messagesPerMinute: deps.messagesPerMinute,
@@ -288,7 +339,11 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
           conn.send({ type: 'pong', ...(message.ref ? { ref: message.ref } : {}) });
           return;
         case 'presence.list':
-          conn.send({ type: 'presence.snapshot', members: presence.members(caller.environmentId), ...(message.ref ? { ref: message.ref } : {}) });
+          conn.send({
+            type: 'presence.snapshot',
+            ...presence.page(caller.environmentId, message.after === undefined ? undefined : Number(message.after)),
+            ...(message.ref ? { ref: message.ref } : {}),
+          });
           return;
         case 'presence.update': {
           try {

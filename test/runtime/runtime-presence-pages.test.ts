@@ -1,7 +1,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
+import { PRESENCE_PAGE_SIZE, RUNTIME_MAX_OUTBOUND_BYTES, RuntimeServerMessage } from '../../runtime/runtime-socket.messages.js';
 import { productParts } from '../../server/main.js';
+import { jsonCodec, msgpackCodec } from '../../transport/ws/codecs.js';
 import { crowdPages, inParallel } from '../support/media-control.js';
 import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { runtimeSocket, type Socket } from '../support/runtime-socket.js';
@@ -65,6 +67,8 @@ async function list(socket: Socket, fields: Record<string, unknown> = {}): Promi
   }, `the answer to ${ref}`);
   const bytes = socket.frameBytes[at]!;
   assert.ok(bytes <= MAX_FRAME, `${ref}: ${bytes} bytes, over ${MAX_FRAME}`);
+  // What the server sent is what the AsyncAPI document says it sends (the form its size bound rests on).
+  RuntimeServerMessage.parse(socket.messages[at]);
   return socket.messages[at]!;
 }
 
@@ -171,6 +175,22 @@ test('an Environment with few people is answered in one page as before, with its
   for (const m of only.members) assert.equal(Object.keys(m), ['actorId', 'state', 'since']);
   a!.ws.close();
   b!.ws.close();
+});
+
+test('the largest presence.snapshot the schema admits fits the outbound bound in both codecs', () => {
+  assert.is(PRESENCE_PAGE_SIZE, PAGE);
+  assert.is(RUNTIME_MAX_OUTBOUND_BYTES, MAX_FRAME);
+  const member = { actorId: `act_${'z'.repeat(26)}`, state: 'available', since: new Date(Date.UTC(9999, 11, 31, 23, 59, 59, 999)).toISOString() };
+  // A ref of control characters is six bytes a character in JSON; one of U+FFFD three in msgpack's UTF-8.
+  for (const ref of ['\u0001'.repeat(64), '\ufffd'.repeat(64)]) {
+    const largest = RuntimeServerMessage.parse({ type: 'presence.snapshot', members: Array.from({ length: PAGE }, () => member), total: Number.MAX_SAFE_INTEGER, next: '9'.repeat(16), ref });
+    for (const codec of [jsonCodec, msgpackCodec]) {
+      const frame = codec.encode(largest);
+      const bytes = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.byteLength;
+      assert.ok(bytes <= MAX_FRAME * 0.7, `${codec.subprotocol}: ${bytes} bytes, not well within ${MAX_FRAME}`);
+    }
+  }
+  assert.throws(() => RuntimeServerMessage.parse({ type: 'presence.snapshot', members: Array.from({ length: PAGE + 1 }, () => member), total: PAGE + 1 }));
 });
 
 test.after(() => {
