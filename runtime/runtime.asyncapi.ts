@@ -1,7 +1,14 @@
 import { LEASE_VERSION } from '../transport/http/credentials.js';
 import { API_VERSION } from '../transport/http/openapi.js';
 import { asyncApiMessages as messages } from '../transport/ws/asyncapi-messages.js';
-import { ControlServerMessage, RuntimeClientMessage, RuntimeCloseCode, RuntimeServerMessage } from './runtime-socket.messages.js';
+import {
+  ControlServerMessage,
+  PRESENCE_PAGE_SIZE,
+  RUNTIME_MAX_OUTBOUND_BYTES,
+  RuntimeClientMessage,
+  RuntimeCloseCode,
+  RuntimeServerMessage,
+} from './runtime-socket.messages.js';
 import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
 
 type Json = Record<string, unknown>;
@@ -66,7 +73,10 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
         description:
           'For an active session, admitted only with its current lease. While open it renews the lease. When the lease ' +
           'moves the server sends `lease.ended` and closes with the matching code. Every message is checked against the ' +
-          'lease first. Bearer: the runtime access token. `Origin` must be the Environment origin.',
+          'lease first. Bearer: the runtime access token. `Origin` must be the Environment origin. Messages are at most ' +
+          `16 KiB each way: no server message exceeds ${RUNTIME_MAX_OUTBOUND_BYTES} bytes in either codec (a client may ` +
+          `set its maximum message size to it), so \`presence.list\` is answered a page of at most ${PRESENCE_PAGE_SIZE} ` +
+          'members at a time: ask again with `after` set to the `next` of the page before until a page comes without it.',
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs([...Object.keys(runtimeIn), ...Object.keys(runtimeOut)]),
         bindings: {
