@@ -128,7 +128,7 @@ test('a walk while people leave, rejoin and reconnect: everyone present througho
   const rejoined = seen[PAGE / 2]!;
   await leave(rejoined);
   sockets[indexOf.get(rejoined)!] = await open(indexOf.get(rejoined)!);
-  // A member not listed yet leaves for good; another's page reconnects (its session stayed present throughout).
+  // A member not listed yet leaves for good; another's page reconnects: a leave and a join, so it is listed once, later on.
   const leaver = unseen[3]!;
   await leave(leaver);
   gone.push(leaver);
