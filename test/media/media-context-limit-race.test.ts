@@ -7,8 +7,8 @@ import { MEDIA_CONTROL_PATH } from '../../media/control/media-control.socket.js'
 import { pluginInstallations } from '../../plugins/plugins.feature.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, crowdPages, FULL_MEETING, inParallel, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
-import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
+import { configureMedia, FULL_MEETING, mediaGrant, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
+import { crowdPages, inParallel, runtimePerson, type TestEnvironment, testEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 

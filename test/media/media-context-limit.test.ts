@@ -4,8 +4,8 @@ import type { RuntimeClient } from '../../client/runtime-client.js';
 import { MEDIA_LIMITS } from '../../media/control/media-control.messages.js';
 import { productParts } from '../../server/main.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { configureMedia, crowdPages, FULL_MEETING, FULL_STAGE, inParallel, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
-import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
+import { configureMedia, FULL_MEETING, FULL_STAGE, mediaGrant, MediaControlClient, MEDIA_TEST_ENV, type MediaCodecName } from '../support/media-control.js';
+import { crowdPages, inParallel, runtimePerson, type TestEnvironment, testEnvironment } from '../support/runtime.js';
 import { startTestServer } from '../support/server.js';
 
 /**

@@ -73,29 +73,6 @@ export const FULL_MEETING = Object.freeze({
   reconnectGraceSeconds: 30,
 });
 
-/** Runs `work` over 0…count-1 with at most `width` at a time (a crowd enrolled or connected without a stampede). */
-export async function inParallel(count: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < count) await work(next++);
-    }),
-  );
-}
-
-/**
- * `count` people enrolled (`<prefix>-000`, …) each with an active page in `world`, eight at a time. Enrolment start is
- * limited per client address (bursts of 20), so the crowd enrols from several loopback source addresses.
- */
-export async function crowdPages(server: { url: string }, world: TestEnvironment, prefix: string, count: number): Promise<RuntimeClient[]> {
-  const pages: RuntimeClient[] = [];
-  await inParallel(count, 8, async (i) => {
-    const person = await runtimePerson(server, `${prefix}-${String(i).padStart(3, '0')}`, world, `127.0.0.${2 + Math.floor(i / 20)}`);
-    pages[i] = await (await person.runtime()).open();
-  });
-  return pages;
-}
-
 export const ALL_MEDIA_SCOPES = ['media:connect', 'media:direct-call', 'media:join-space', 'media:request-speak', 'media:publish'];
 
 /** A Media control grant for the page's active Runtime. */

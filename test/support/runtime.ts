@@ -95,3 +95,26 @@ export async function sessionState(page: RuntimeClient): Promise<string> {
   if (state === undefined) throw new Error(`GET /v1/runtime/session answered ${res.status} ${JSON.stringify(body)}`);
   return state;
 }
+
+/** Runs `work` over 0…count-1 with at most `width` at a time (a crowd enrolled or connected without a stampede). */
+export async function inParallel(count: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < count) await work(next++);
+    }),
+  );
+}
+
+/**
+ * `count` people enrolled (`<prefix>-000`, …) each with an active page in `world`, eight at a time. Enrolment start is
+ * limited per client address (bursts of 20), so the crowd enrols from several loopback source addresses.
+ */
+export async function crowdPages(server: { url: string }, world: TestEnvironment, prefix: string, count: number): Promise<RuntimeClient[]> {
+  const pages: RuntimeClient[] = [];
+  await inParallel(count, 8, async (i) => {
+    const person = await runtimePerson(server, `${prefix}-${String(i).padStart(3, '0')}`, world, `127.0.0.${2 + Math.floor(i / 20)}`);
+    pages[i] = await (await person.runtime()).open();
+  });
+  return pages;
+}
