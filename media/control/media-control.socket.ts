@@ -76,7 +76,7 @@ const refuse = (status: number, code: string, message: string): HttpError => new
  * out or removed), and a newer connection of the same person (maxConcurrentSessions 1) each close it with a
  * `session.ended` first. Limits: maxMessageBytes per message, each way (the client's over it is closed 1009; one of
  * ours over it is a bug, logged and never sent: room views go in pages), and requestsPerMinute per person, across
- * their reconnects (4029), maxParticipantsPerContext connections per room (429 at upgrade: the check takes the place,
+ * their reconnects (4029), maxParticipantsPerContext members per room (429 at upgrade: the check takes the place,
  * which the connection's close, or its upgrade abandoned before it opened, gives back).
  */
 export function mediaControlSocket(deps: MediaControlSocketDeps): {
