@@ -43,7 +43,8 @@ export function backendEndpoint(text: string): string | undefined {
   }
   const loopback = ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
   if (!(url.protocol === 'https:' || (url.protocol === 'http:' && loopback))) return undefined;
-  if (url.hash !== '' || url.username !== '' || url.password !== '' || url.href !== text) return undefined;
+  // An empty fragment ('…#') reads as hash '' but stays in href: the '#' itself is what no endpoint may carry.
+  if (text.includes('#') || url.username !== '' || url.password !== '' || url.href !== text) return undefined;
   return url.href;
 }
 

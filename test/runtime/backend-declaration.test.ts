@@ -82,4 +82,12 @@ test('the versioned scope the spec names for a Backend Grant (notifications.publ
   }
 });
 
+test('an endpoint with a fragment is refused even when the fragment is empty (a bare "#")', async () => {
+  // WHATWG URL reports an empty fragment as hash '' yet keeps the '#' in href: the declaration must still refuse it.
+  for (const endpoint of [`${ENDPOINT}#`, `${ENDPOINT}#part`, `${ENDPOINT}?q=1#`]) {
+    const res = await declare({ endpoint, scopes: ['orders:read'] });
+    assert.is(res.status, 400, `${endpoint} answered ${res.status}`);
+  }
+});
+
 test.run();
