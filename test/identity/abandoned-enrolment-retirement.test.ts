@@ -168,4 +168,20 @@ test('a completion asked in time keeps its device past the deadline, even when t
   assert.is((await completion(device, started)).status, 201);
 });
 
+test('a device that lapsed after its account found the completion admissible is not admitted: 404, and the account holds no device', async () => {
+  const device = await timedDevice('too late');
+  const started = await startEnrolment(server.url, 'lapsing', device);
+  const accountId = (await holderOf('lapsing'))!;
+  const host = server.services.host;
+  // Its deadline delivered to the device first (the account's own check ran just before it, within its lifetime): the
+  // account answers the proof admissible, and the keep that must precede the admission meets a lapsed device.
+  const dueAt = ((await host.send('device', started.deviceId!, { type: 'device.read' })).snapshot.context as { expiresAt: number }).expiresAt;
+  assert.is((await host.send('device', started.deviceId!, { type: 'timer.due', name: 'enrolment', dueAt })).snapshot.value, 'lapsed');
+  await assertProblem(await completion(device, started), 404, 'enrolment_not_found');
+  const account = await host.send('account', accountId, { type: 'account.read' });
+  assert.is(account.snapshot.value, 'enrolling', 'not admitted');
+  assert.equal((account.snapshot.context as { devices: Record<string, unknown> }).devices, {});
+  assert.is((await host.send('device', started.deviceId!, { type: 'device.read' })).snapshot.value, 'lapsed', 'and not kept either');
+});
+
 test.run();
