@@ -136,6 +136,18 @@ export class Accounts {
     return snapshot.context as AccountContext;
   }
 
+  /**
+   * The account's committed state without activating it when it is not in memory (read from the store): for reads that
+   * walk many accounts (the operators' listing), which would otherwise keep each in memory for the passivation time.
+   * Undefined for an account never written.
+   */
+  async stored(accountId: string): Promise<AccountContext | undefined> {
+    const live = this.#host.peekCommitted('account', accountId);
+    if (live) return live.context as AccountContext;
+    const view = await this.#host.readCommitted('account', accountId);
+    return view === undefined ? undefined : (view.state as { context: AccountContext }).context;
+  }
+
   /** The account a handle is bound to; undefined for a free or merely reserved handle. */
   async byHandle(handle: string): Promise<string | undefined> {
     if (!HANDLE.test(handle)) return undefined;

@@ -163,7 +163,7 @@ export function registryAdminRoutes(deps: RegistryAdminDependencies): AnyRoute[]
       summary: 'Accounts, with their handle, epoch and device count, a page at a time',
       description:
         `Accounts that have been opened, in account id order, ${ACCOUNT_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
-        `(at most ${ACCOUNT_PAGE_MAX}): each is read through its actor, so a page bounds what one request loads. A full page ` +
+        `(at most ${ACCOUNT_PAGE_MAX}): each is read as stored, without activating it, so a page bounds what one request reads. A full page ` +
         'carries `next`; pass it as `after` for the page after it.',
       query: z.strictObject({
         limit: z.coerce.number().int().min(1).max(ACCOUNT_PAGE_MAX).default(ACCOUNT_PAGE_DEFAULT),
@@ -179,18 +179,16 @@ export function registryAdminRoutes(deps: RegistryAdminDependencies): AnyRoute[]
             ? []
             : (await deps.db.selectFrom('platform_admins').select('account_id').where('account_id', 'in', rows.map((r) => r.key)).execute()).map((r) => r.account_id),
         );
-        const accounts = await Promise.all(
-          rows.map(async ({ key }) => {
-            const account = await deps.accounts.account(key);
-            return {
-              accountId: key,
-              handle: account.handle,
-              epoch: account.epoch,
-              activeDevices: Object.values(account.devices).filter((d) => d.status === 'active').length,
-              platformAdmin: admins.has(key),
-            };
-          }),
-        );
+        // Read as stored, not through the actors: a listing walked page after page would otherwise activate every account.
+        const read = await Promise.all(rows.map(async ({ key }) => ({ key, account: await deps.accounts.stored(key) })));
+        // Retired between the page's read and its own (an abandoned account): no longer an account to list.
+        const accounts = read.flatMap(({ key, account }) => account === undefined ? [] : [{
+          accountId: key,
+          handle: account.handle,
+          epoch: account.epoch,
+          activeDevices: Object.values(account.devices).filter((d) => d.status === 'active').length,
+          platformAdmin: admins.has(key),
+        }]);
         const last = rows.at(-1);
         return { status: 200, body: { accounts, ...(rows.length === query.limit && last ? { next: last.key } : {}) } };
       },
