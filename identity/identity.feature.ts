@@ -10,7 +10,7 @@ import { oidcRoutes } from '../transport/http/routes/oidc.routes.js';
 import { platformAdminRoutes } from '../transport/http/routes/platform-admin.routes.js';
 import { reviewHostRoutes } from '../transport/http/routes/review-host.routes.js';
 import { registryAdminRoutes } from '../transport/ops/registry-admin.routes.js';
-import { sweepAccessRecords } from './access-sweep.js';
+import { AccessRecordSweep } from './access-sweep.js';
 import { AssertionUses } from './assertion-uses.js';
 import { Accounts } from './accounts.js';
 import { BrowserSessions, CONSOLE_COOKIE, CSRF_SECRET } from './browser-sessions.js';
@@ -150,7 +150,8 @@ export const identityFeature: ServerParts = {
       }
     };
 
-    const accessSweep = scheduleSweep('access records', (signal) => sweepAccessRecords(db, clock.now(), signal), {
+    const accessRecords = new AccessRecordSweep(db);
+    const accessSweep = scheduleSweep('access records', (signal) => accessRecords.run(clock.now(), signal), {
       intervalMs: 10 * 60_000,
       firstRunMs: 60_000,
       logger,

@@ -53,7 +53,7 @@ test.after(async () => {
 });
 
 test("every sweep statement but the Review Host capabilities' reads its table through an index, not whole", async () => {
-  const statements = [...accessSweepStatements(Date.now()), ...runtimeGrantSweepStatements(Date.now())];
+  const statements = [...accessSweepStatements(Date.now()), ...accessSweepStatements(Date.now(), Date.now() - 2 * 24 * 3600_000), ...runtimeGrantSweepStatements(Date.now())];
   for (const [table, statement] of statements) {
     if (table === 'review_host_capabilities') continue;
     const compiled = statement(SWEEP_BATCH).compile(db.connection.db);
