@@ -10,17 +10,6 @@ export const GRANT_RETENTION_MS = 30 * 24 * 3600_000;
 const SWEEP_BUDGET_MS = 60_000;
 
 /**
- * Removes access records that can no longer be used, every one that has fallen due (in bounded statements, for at
- * most SWEEP_BUDGET_MS; what is left goes next run): expired codes (a spent code stays until then, so a replay inside
- * its lifetime is still recognised and revokes its grant), sessions and Review Host capabilities past their end, and
- * the refresh tokens of grants that ended. A live grant keeps its spent refresh tokens: they are how a replayed one
- * is recognised as reuse.
- */
-export function sweepAccessRecords(db: Kysely<Database>, now: number, signal?: AbortSignal): Promise<SweepOutcome> {
-  return sweepStatements(db, accessSweepStatements(now), { budgetMs: SWEEP_BUDGET_MS, signal });
-}
-
-/**
  * The sweep's statements in order, each named by the table it removes from (exported for the test of their plans).
  * `endedSince` (ms): the refresh tokens looked for are only those of grants that ended from then on (AccessRecordSweep).
  */

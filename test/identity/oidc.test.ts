@@ -4,7 +4,7 @@ import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import type { DeviceClient } from '../../client/device-client.js';
 import { authorizationUrl, cliSignIn, pkcePair, RegistryBrowser, tokenRequest, type TokenSet } from '../../client/oidc-client.js';
-import { sweepAccessRecords } from '../../identity/access-sweep.js';
+import { AccessRecordSweep } from '../../identity/access-sweep.js';
 import { CLI_CLIENT_ID } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
@@ -327,12 +327,12 @@ test('the sweep removes spent codes and ended sessions, keeps the spent refresh 
   const count = async (table: 'oauth_codes' | 'oauth_refresh_tokens' | 'oauth_grants' | 'browser_sessions') =>
     Number((await q.selectFrom(table).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
   assert.ok((await count('oauth_codes')) > 0);
-  await sweepAccessRecords(q, clock.now() + 25 * 3600_000);
+  await new AccessRecordSweep(q).run(clock.now() + 25 * 3600_000);
   assert.is(await count('oauth_codes'), 0, 'codes a day past expiry are gone');
   const liveGrant = decodeJwt(live.access_token).sid as string;
   const kept = await q.selectFrom('oauth_refresh_tokens').select('used_at').where('grant_id', '=', liveGrant).execute();
   assert.is(kept.length, 2, 'the spent token of a live grant stays, so its replay is still recognised');
-  await sweepAccessRecords(q, clock.now() + 61 * 24 * 3600_000);
+  await new AccessRecordSweep(q).run(clock.now() + 61 * 24 * 3600_000);
   assert.is(await count('oauth_refresh_tokens'), 0);
   assert.is(await count('oauth_grants'), 0);
   assert.is(await count('browser_sessions'), 0);

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { sweepAccessRecords } from '../../identity/access-sweep.js';
+import { AccessRecordSweep } from '../../identity/access-sweep.js';
 import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-store.postgres.js';
 import { createServerMetrics } from '../../server/metrics.js';
 import { scheduleSweep, SWEEP_BATCH, sweepInTurn } from '../../storage/sweep.js';
@@ -68,7 +68,7 @@ test('one access sweep removes a backlog of expired codes and ended sessions sev
            ('rhc_revoked', 'h2', 'acc', 'dev', now() - interval '3 days', now() + interval '1 day', now() - interval '2 days'),
            ('rhc_live', 'h3', 'acc', 'dev', now(), now() + interval '1 day', NULL)`.execute(q);
 
-  const outcome = await sweepAccessRecords(q, Date.now());
+  const outcome = await new AccessRecordSweep(q).run(Date.now());
   assert.equal(outcome, { removed: backlog + ended + 2, done: true });
   assert.equal((await q.selectFrom('review_host_capabilities').select('id').execute()).map((r) => r.id), ['rhc_live']);
   assert.equal((await q.selectFrom('oauth_codes').select('code_hash').execute()).map((r) => r.code_hash), ['fresh']);
