@@ -44,6 +44,13 @@ export function signInPage(requestId: string): string {
   );
 }
 
+/** What each scope lets the client do, as the consent page says it (HTML; the handle is escaped here). */
+const SCOPE_TEXT: Readonly<Record<string, (handle: string) => string>> = {
+  openid: (handle) => `know you as <strong>@${escape(handle)}</strong>`,
+  management: () => 'act for you on the registry: manage your projects, publications and credentials until you end this sign-in',
+  runtime: () => 'open sessions as you in this Environment: presence, settings, Apps and Plugin grants',
+};
+
 export function consentPage(input: { request: AuthorizationRequest; handle: string; origin: string; csrf: string }): string {
   const { request } = input;
   const hidden = {
@@ -62,10 +69,14 @@ export function consentPage(input: { request: AuthorizationRequest; handle: stri
     .filter(([, value]) => value !== undefined)
     .map(([name, value]) => `<input type="hidden" name="${name}" value="${escape(value!)}">`)
     .join('');
+  // Every scope the form grants is on the page: what the person agrees to is what the client gets.
+  const granted = request.scopes
+    .map((scope) => `<li data-scope="${escape(scope)}">${SCOPE_TEXT[scope]?.(input.handle) ?? escape(scope)}</li>`)
+    .join('');
   return page(
     `Continue to ${request.client.name}`,
-    `<p><strong>${escape(request.client.name)}</strong> (${escape(input.origin)}) asks to know you as
-<strong>@${escape(input.handle)}</strong>.</p>
+    `<p><strong>${escape(request.client.name)}</strong> (${escape(input.origin)}) asks to:</p>
+<ul>${granted}</ul>
 <form method="post" action="/v1/oidc/authorize">${fields}
 <button type="submit" name="decision" value="allow">Continue</button>
 <button type="submit" name="decision" value="deny">Cancel</button></form>`,
