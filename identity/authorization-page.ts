@@ -71,7 +71,7 @@ export function consentPage(input: { request: AuthorizationRequest; handle: stri
     .join('');
   // Every scope the form grants is on the page: what the person agrees to is what the client gets.
   const granted = request.scopes
-    .map((scope) => `<li data-scope="${escape(scope)}">${SCOPE_TEXT[scope]?.(input.handle) ?? escape(scope)}</li>`)
+    .map((scope) => `<li data-scope="${escape(scope)}">${Object.hasOwn(SCOPE_TEXT, scope) ? SCOPE_TEXT[scope]!(input.handle) : escape(scope)}</li>`)
     .join('');
   return page(
     `Continue to ${request.client.name}`,
