@@ -267,6 +267,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     }
     // The worker takes `kind` on trust: VP8 declared as audio would pass as a microphone, past every screen-share rule,
     // and listeners would consume it as video. RTX and FEC codecs carry their media's type too (`video/rtx`).
+    assertChannelSafe(request.rtpParameters);
     const foreign = request.rtpParameters.codecs.find((codec) => !codec.mimeType.toLowerCase().startsWith(`${request.kind}/`));
     if (foreign) throw new MediaError('invalid_parameters', `a ${request.kind} producer cannot carry ${foreign.mimeType}`);
     // One microphone and one screen per peer: every producer is offered to every listener, and each recv transport
@@ -521,6 +522,21 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     }
     this.#logger?.warn({ roomId: this.roomId, pid: event.pid, peers: peerIds.length, rebuilt }, 'room media lost a worker');
     this.emit('medialost', { type: 'media.lost', pid: event.pid, peerIds, rebuilt });
+  }
+}
+
+/**
+ * mediasoup writes each request to a worker into that worker's one shared FlatBuffers builder, and converts an
+ * encoding's `maxBitrate` with BigInt() half-way through a producer's: a fraction, text or null throws there and
+ * leaves the builder inside an unfinished object, so every later request to the worker (every room's, closes
+ * included) throws too. Its validator does not look at `maxBitrate`, so it is checked before mediasoup sees it.
+ */
+export function assertChannelSafe(rtpParameters: types.RtpParameters): void {
+  for (const encoding of rtpParameters.encodings ?? []) {
+    const { maxBitrate } = encoding as { readonly maxBitrate?: unknown };
+    if (maxBitrate !== undefined && !(Number.isSafeInteger(maxBitrate) && (maxBitrate as number) >= 0)) {
+      throw new MediaError('invalid_parameters', `encoding maxBitrate must be a whole number of bits per second, got ${JSON.stringify(maxBitrate)}`);
+    }
   }
 }
 

@@ -59,4 +59,22 @@ test('produce with a MID / SSRC already on the transport, simulcast opus: invali
   assert.equal(codes, { retry: 'producer_exists', sameMid: 'invalid_media_parameters', sameSsrc: 'invalid_media_parameters', simulcastOpus: 'invalid_media_parameters', nullFingerprint: 'validation_failed' });
 });
 
+test('an encoding maxBitrate that is not an integer is invalid_media_parameters and leaves the worker serving everyone: mediasoup fails it half-way through a request it builds in the worker channel\'s one shared buffer, which refuses every later request then', async () => {
+  const speaker = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'meet'), world.origin);
+  assert.is((await speaker.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const transportId = (await speaker.request('transport.create', { direction: 'send' })).result?.transportId as string;
+  const codes: Record<string, string | undefined> = {};
+  for (const [name, maxBitrate] of [['fraction', 1.5], ['text', '64k'], ['null', null]] as const) {
+    const refused = await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '5', codecs: [opus], encodings: [{ ssrc: 5555, maxBitrate }] } });
+    codes[name] = refused.error?.code;
+  }
+  // The worker still answers: another transport, and the same microphone with a whole bitrate.
+  const recv = await speaker.request('transport.create', { direction: 'recv' });
+  codes.transportAfter = recv.ok ? 'ok' : recv.error?.code;
+  const produced = await speaker.request('produce', { transportId, kind: 'audio', source: 'microphone', rtpParameters: { mid: '5', codecs: [opus], encodings: [{ ssrc: 5555, maxBitrate: 64_000 }] } });
+  codes.produceAfter = produced.ok ? 'ok' : produced.error?.code;
+  speaker.close();
+  assert.equal(codes, { fraction: 'invalid_media_parameters', text: 'invalid_media_parameters', null: 'invalid_media_parameters', transportAfter: 'ok', produceAfter: 'ok' });
+});
+
 test.run();
