@@ -267,7 +267,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     }
     // The worker takes `kind` on trust: VP8 declared as audio would pass as a microphone, past every screen-share rule,
     // and listeners would consume it as video. RTX and FEC codecs carry their media's type too (`video/rtx`).
-    assertChannelSafe(request.rtpParameters);
+    assertServable(request.rtpParameters);
     const foreign = request.rtpParameters.codecs.find((codec) => !codec.mimeType.toLowerCase().startsWith(`${request.kind}/`));
     if (foreign) throw new MediaError('invalid_parameters', `a ${request.kind} producer cannot carry ${foreign.mimeType}`);
     // One microphone and one screen per peer: every producer is offered to every listener, and each recv transport
@@ -526,13 +526,26 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
 }
 
 /**
- * mediasoup writes each request to a worker into that worker's one shared FlatBuffers builder, and converts an
- * encoding's `maxBitrate` with BigInt() half-way through a producer's: a fraction, text or null throws there and
- * leaves the builder inside an unfinished object, so every later request to the worker (every room's, closes
- * included) throws too. Its validator does not look at `maxBitrate`, so it is checked before mediasoup sees it.
+ * Encodings one producer may have: a consumer describes a producer's encodings as its spatial layers, which the
+ * worker reads from a scalability mode of at most 99 (`S99T…`), so a producer of more is made and then fails every
+ * listener's consume.
  */
-export function assertChannelSafe(rtpParameters: types.RtpParameters): void {
-  for (const encoding of rtpParameters.encodings ?? []) {
+export const MAX_ENCODINGS_PER_PRODUCER = 99;
+
+/**
+ * What mediasoup's validator lets through but the worker cannot serve, refused before mediasoup sees it:
+ * - an encoding `maxBitrate` that is no whole number: mediasoup writes each request to a worker into that worker's one
+ *   shared FlatBuffers builder and converts `maxBitrate` with BigInt() half-way through a producer's, so a fraction,
+ *   text or null throws there and leaves the builder inside an unfinished object; every later request to the worker
+ *   (every room's, closes included) then throws too;
+ * - more encodings than a consumer can take (MAX_ENCODINGS_PER_PRODUCER).
+ */
+export function assertServable(rtpParameters: types.RtpParameters): void {
+  const encodings = rtpParameters.encodings ?? [];
+  if (encodings.length > MAX_ENCODINGS_PER_PRODUCER) {
+    throw new MediaError('invalid_parameters', `at most ${MAX_ENCODINGS_PER_PRODUCER} encodings, got ${encodings.length}`);
+  }
+  for (const encoding of encodings) {
     const { maxBitrate } = encoding as { readonly maxBitrate?: unknown };
     if (maxBitrate !== undefined && !(Number.isSafeInteger(maxBitrate) && (maxBitrate as number) >= 0)) {
       throw new MediaError('invalid_parameters', `encoding maxBitrate must be a whole number of bits per second, got ${JSON.stringify(maxBitrate)}`);

@@ -12,7 +12,7 @@ import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
 import { coordinated } from '../../runtime/coordination.js';
 import { MediaError } from '../media-error.js';
 import { PUBLISH_SCOPE } from '../publisher-authority/publisher-authority.messages.js';
-import { assertChannelSafe, RoomMedia } from '../room-media.js';
+import { assertServable, RoomMedia } from '../room-media.js';
 import { screenEncodingHint } from '../screen-profile.js';
 import type { MediaWorkerPool } from '../worker-pool.js';
 import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, type MediaV2ClientMessage, type MediaV2ServerMessage, type MediaSource, type RoomView } from './media-control.messages.js';
@@ -471,7 +471,7 @@ export class MediaRooms implements MediaRoomsPort {
     const { memberId, grant, scope } = conn.user;
     const rtpParameters = clientMediaParameters<types.RtpParameters>('rtpParameters', message.rtpParameters, (value) => {
       validateAndNormalizeRtpParameters(value);
-      assertChannelSafe(value);
+      assertServable(value);
     });
     // Refused again where the producer is made (RoomMedia.produce); said here first so a refused request neither asks
     // the room nor makes a call to the Environment backend.

@@ -77,4 +77,26 @@ test('an encoding maxBitrate that is not an integer is invalid_media_parameters 
   assert.equal(codes, { fraction: 'invalid_media_parameters', text: 'invalid_media_parameters', null: 'invalid_media_parameters', transportAfter: 'ok', produceAfter: 'ok' });
 });
 
+test('a screen of more simulcast encodings than a consumer can describe (mediasoup: at most 99 spatial layers) is refused invalid_media_parameters when produced, not accepted and then failed internal_error at every listener\'s consume', async () => {
+  const sharer = await MediaControlClient.connect(server.url, await mediaGrant(modPage, 'meet'), world.origin);
+  assert.is((await sharer.request('room.join', { rtpCapabilities: {} })).ok, true);
+  const send = (await sharer.request('transport.create', { direction: 'send' })).result?.transportId as string;
+  assert.is((await sharer.request('screen.start')).ok, true);
+  const encodings = Array.from({ length: 100 }, (_, i) => ({ ssrc: 70_000 + i }));
+  const produced = await sharer.request('produce', { transportId: send, kind: 'video', source: 'screen', rtpParameters: { mid: '9', codecs: [vp8], encodings } });
+  const outcome: Record<string, string | undefined> = { produce: produced.ok ? 'ok' : produced.error?.code };
+  if (produced.ok) {
+    // The sharer consumes its own screen as any listener would: the same consumer parameters, on the same worker.
+    const caps = (await sharer.request('room.join', { rtpCapabilities: {} })).result?.routerRtpCapabilities;
+    assert.is((await sharer.request('room.join', { rtpCapabilities: caps })).ok, true);
+    const recv = (await sharer.request('transport.create', { direction: 'recv' })).result?.transportId as string;
+    const consumed = await sharer.request('consume', { transportId: recv, producerId: produced.result?.producerId });
+    outcome.consume = consumed.ok ? 'ok' : consumed.error?.code;
+  }
+  const three = await sharer.request('produce', { transportId: send, kind: 'video', source: 'screen', rtpParameters: { mid: '9', codecs: [vp8], encodings: encodings.slice(0, 3) } });
+  outcome.threeLayers = three.ok ? 'ok' : three.error?.code;
+  sharer.close();
+  assert.equal(outcome, { produce: 'invalid_media_parameters', threeLayers: 'ok' });
+});
+
 test.run();
