@@ -31,7 +31,14 @@ export class StatementBatcher<I, O> {
     while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.#maxBatch);
       this.#inFlight++;
-      this.#run(batch.map((b) => b.input)).then(
+      let running: Promise<readonly O[]>;
+      try {
+        running = this.#run(batch.map((b) => b.input));
+      } catch (error) {
+        // Thrown before a promise existed: still this batch's failure, so its requests are answered and its place freed.
+        running = Promise.reject(error);
+      }
+      running.then(
         (outputs) => {
           if (outputs.length !== batch.length) throw new Error(`a batch of ${batch.length} answered ${outputs.length} outputs`);
           batch.forEach((b, i) => b.resolve(outputs[i]!));
