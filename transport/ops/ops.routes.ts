@@ -6,6 +6,7 @@ import { apiSchema } from '../http/api-schemas.js';
 import type { CredentialVerifier } from '../http/credentials.js';
 import { HttpError } from '../http/errors.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
+import { OPS_PAGE_DEFAULT, OPS_PAGE_MAX, opsPageLimit } from './ops-pages.js';
 
 /**
  * The operator listener's routes: inspection of actors (live and persisted, with their journal) and Prometheus
@@ -39,10 +40,6 @@ const LiveActorListSchema = apiSchema(
     next: z.string().optional().describe('Present when the page is full: pass it as `after` for the next page.'),
   }),
 );
-
-/** Live actors per page of GET /actors, unless `limit` says otherwise, and the most it may say. */
-const LIVE_PAGE_DEFAULT = 100;
-const LIVE_PAGE_MAX = 1_000;
 
 /** Journal entries an unrestorable actor's inspection carries. */
 const RECENT_JOURNAL = 20;
@@ -150,12 +147,12 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       path: '/actors',
       summary: 'Actors in memory, a page at a time',
       description:
-        `Live actors of this node in (kind, key) order, ${LIVE_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
-        `(at most ${LIVE_PAGE_MAX}). A full page carries \`next\`; pass it as \`after\` for the page after it. Actors ` +
+        `Live actors of this node in (kind, key) order, ${OPS_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
+        `(at most ${OPS_PAGE_MAX}). A full page carries \`next\`; pass it as \`after\` for the page after it. Actors ` +
         'come and go between pages (activations, passivation): a page holds those live when it was made.',
       query: z.strictObject({
         kind: z.string().min(1).max(64).optional(),
-        limit: z.coerce.number().int().min(1).max(LIVE_PAGE_MAX).default(LIVE_PAGE_DEFAULT),
+        limit: opsPageLimit,
         after: z.string().min(3).max(600).optional().describe('The `next` of the previous page (`kind/key` of its last actor).'),
       }),
       responses: { 200: { description: 'Live actors, optionally of one kind.', schema: LiveActorListSchema } },

@@ -10,6 +10,7 @@ import type { Database } from '../../storage/database.js';
 import { apiSchema } from '../http/api-schemas.js';
 import { HttpError } from '../http/errors.js';
 import { defineRoute, type AnyRoute } from '../http/route.js';
+import { OPS_PAGE_DEFAULT, OPS_PAGE_MAX, opsPageLimit } from './ops-pages.js';
 
 /**
  * The operator listener's registry administration, behind the operators' command line (`registry-admin`). Every
@@ -59,8 +60,6 @@ const AccountList = apiSchema(
     next: z.string().optional().describe('Present on a full page: pass it as `after` for the page after it.'),
   }),
 );
-const ACCOUNT_PAGE_DEFAULT = 100;
-const ACCOUNT_PAGE_MAX = 1000;
 
 const DeviceList = apiSchema(
   'OpsDeviceList',
@@ -162,11 +161,11 @@ export function registryAdminRoutes(deps: RegistryAdminDependencies): AnyRoute[]
       path: '/registry/accounts',
       summary: 'Accounts, with their handle, epoch and device count, a page at a time',
       description:
-        `Accounts that have been opened, in account id order, ${ACCOUNT_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
-        `(at most ${ACCOUNT_PAGE_MAX}): each is read as stored, without activating it, so a page bounds what one request reads. A full page ` +
+        `Accounts that have been opened, in account id order, ${OPS_PAGE_DEFAULT} a page unless \`limit\` says otherwise ` +
+        `(at most ${OPS_PAGE_MAX}): each is read as stored, without activating it, so a page bounds what one request reads. A full page ` +
         'carries `next`; pass it as `after` for the page after it.',
       query: z.strictObject({
-        limit: z.coerce.number().int().min(1).max(ACCOUNT_PAGE_MAX).default(ACCOUNT_PAGE_DEFAULT),
+        limit: opsPageLimit,
         after: z.string().min(1).max(200).optional().describe('The `next` of the previous page (the last account id it held).'),
       }),
       responses: { 200: { description: 'A page of accounts.', schema: AccountList } },
