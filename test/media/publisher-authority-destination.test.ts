@@ -5,7 +5,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { authorizePublisher, type PublisherAuthorityDecision, type PublisherAuthorityOptions } from '../../media/publisher-authority/publisher-authority.client.js';
 import { refuseDestination, specialRange } from '../../media/publisher-authority/publisher-authority.destination.js';
-import type { PublisherAuthorityRequest } from '../../media/publisher-authority/publisher-authority.messages.js';
+import { PUBLISHER_AUTHORITY_REQUEST } from '../support/media-control.js';
 
 /**
  * Where the publisher-authority callback may connect (server-side request forgery): an Environment owner writes the
@@ -43,15 +43,7 @@ test.after(async () => {
   await Promise.all([new Promise<void>((resolve) => http.close(() => resolve())), new Promise<void>((resolve) => tcp.close(() => resolve()))]);
 });
 
-const body: PublisherAuthorityRequest = {
-  grant: 'ebg_forwarded-grant-token-0123456789',
-  environmentId: 'stage-world',
-  scope: 'room:lobby',
-  spaceId: 'town_hall',
-  actorId: 'act_0123456789abcdefghjkmnpqrs',
-  source: 'microphone',
-  requestId: 'req-0001-abcdef',
-};
+const body = PUBLISHER_AUTHORITY_REQUEST;
 const PUBLISH = { grantScopes: ['media:connect', 'media:publish'] } as const;
 
 /** DNS stand-in: every name answers `addresses` (a list per call when given several), and the names asked are kept. */

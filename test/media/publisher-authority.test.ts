@@ -7,10 +7,10 @@ import {
   PUBLISHER_AUTHORITY_MAX_RESPONSE_BYTES,
   PUBLISHER_AUTHORITY_TIMEOUT_MS,
   PublisherAuthorityRequestSchema,
-  type PublisherAuthorityRequest,
 } from '../../media/publisher-authority/publisher-authority.messages.js';
 import { buildPublisherAuthorityOpenApi, publisherAuthorityOpenApiText } from '../../media/publisher-authority/publisher-authority.openapi.js';
 import { redoclyLint } from '../support/redocly.js';
+import { PUBLISHER_AUTHORITY_REQUEST } from '../support/media-control.js';
 
 /**
  * The publisher-authority callback against a real node:http Environment backend on 127.0.0.1 (loopback allowed, as
@@ -85,15 +85,7 @@ test.after(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
-const body: PublisherAuthorityRequest = {
-  grant: 'ebg_forwarded-grant-token-0123456789',
-  environmentId: 'stage-world',
-  scope: 'room:lobby',
-  spaceId: 'town_hall',
-  actorId: 'act_0123456789abcdefghjkmnpqrs',
-  source: 'microphone',
-  requestId: 'req-0001-abcdef',
-};
+const body = PUBLISHER_AUTHORITY_REQUEST;
 // The backend is on this host: loopback must be allowed (MEDIA_CALLBACK_ALLOW_LOOPBACK); publisher-authority-destination.test.ts covers the refusals.
 const PUBLISH = { grantScopes: ['media:connect', 'media:publish'], allowLoopback: true };
 

@@ -4,6 +4,7 @@ import { MEDIA_LIMITS, MediaV2ServerMessageSchema, RoomViewAssembler, type Media
 import { msgpackCodec } from '../../transport/ws/codecs.js';
 import { LONG_LEASE_ENV, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from './runtime.js';
 import { cutAfterUpgrade } from './uws-upgrade-cut.js';
+import type { PublisherAuthorityRequest } from '../../media/publisher-authority/publisher-authority.messages.js';
 
 /**
  * Server settings of the Media tests: one worker, and leases that outlast a slow run. A file opens its pages once and
@@ -71,6 +72,17 @@ export const FULL_MEETING = Object.freeze({
   guestPolicy: 'account_required',
   encryption: 'transport',
   reconnectGraceSeconds: 30,
+});
+
+/** A publisher-authority callback's request as the Media plugin sends it, for the callback client's tests. */
+export const PUBLISHER_AUTHORITY_REQUEST: PublisherAuthorityRequest = Object.freeze({
+  grant: 'ebg_forwarded-grant-token-0123456789',
+  environmentId: 'stage-world',
+  scope: 'room:lobby',
+  spaceId: 'town_hall',
+  actorId: 'act_0123456789abcdefghjkmnpqrs',
+  source: 'microphone',
+  requestId: 'req-0001-abcdef',
 });
 
 export const ALL_MEDIA_SCOPES = ['media:connect', 'media:direct-call', 'media:join-space', 'media:request-speak', 'media:publish'];
