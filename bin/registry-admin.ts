@@ -29,6 +29,10 @@ Commands:
   accounts list
   devices list --handle <handle>
   audit list [--target <target>] [--limit <n>]
+  signing-keys list
+  signing-keys rotate --reason <text> [--withdraw]
+      Sign with a new key from now on; the old one stays published until what it signed has expired. --withdraw
+      unpublishes every older key at once (a leaked key): what they signed stops verifying (audited as signing_key.rotate).
 
 Options:
   --ops-url <url>   operator listener (default: $OPS_URL or http://127.0.0.1:9090)
@@ -70,6 +74,7 @@ async function main(argv: readonly string[]): Promise<number> {
       reason: { type: 'string' },
       target: { type: 'string' },
       limit: { type: 'string' },
+      withdraw: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -192,6 +197,12 @@ async function main(argv: readonly string[]): Promise<number> {
       result = await call('GET', `/registry/audit${query.size > 0 ? `?${query}` : ''}`);
       break;
     }
+    case 'signing-keys list':
+      result = await call('GET', '/registry/signing-keys');
+      break;
+    case 'signing-keys rotate':
+      result = await call('POST', '/registry/signing-keys/rotate', { reason: need('reason'), withdraw: values.withdraw === true });
+      break;
     default:
       throw new UsageError(`unknown command: ${command}`);
   }

@@ -10,6 +10,7 @@ import { oidcRoutes } from '../transport/http/routes/oidc.routes.js';
 import { platformAdminRoutes } from '../transport/http/routes/platform-admin.routes.js';
 import { reviewHostRoutes } from '../transport/http/routes/review-host.routes.js';
 import { registryAdminRoutes } from '../transport/ops/registry-admin.routes.js';
+import { signingKeyRoutes } from '../transport/ops/signing-keys.routes.js';
 import { AccessRecordSweep } from './access-sweep.js';
 import { AssertionUses } from './assertion-uses.js';
 import { Accounts } from './accounts.js';
@@ -176,7 +177,7 @@ export const identityFeature: ServerParts = {
         ...managementSessionRoutes({ accounts, sessions, directory, grants, admins, identify }),
         ...platformAdminRoutes({ accounts, admins, reviewers }),
       ],
-      opsRoutes: registryAdminRoutes({ db, accounts, directory, admins }),
+      opsRoutes: [...registryAdminRoutes({ db, accounts, directory, admins }), ...signingKeyRoutes({ db, keys, clock })],
       verifiers: {
         deviceAssertion,
         reviewHostCapability: async (request, requirements) => {

@@ -3,15 +3,18 @@ import type { Clock } from '../../../actors/clock.js';
 import { verificationCode, type Accounts } from '../../../identity/accounts.js';
 import { HANDLE } from '../../../identity/ids.js';
 import { acceptDeviceKey, DevicePublicKeySchema, InvalidDeviceKeyError } from '../../../identity/device-keys.js';
-import type { RegistrySigningKeys } from '../../../identity/signing-keys.js';
+import { LONGEST_SIGNED_LIFETIME_S, type RegistrySigningKeys } from '../../../identity/signing-keys.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 import { PROBLEM_TABLE_STATUSES } from './status.routes.js';
 
-/** How long a passport is valid offline; online, an account epoch raised since its issue ends it sooner. */
-export const PASSPORT_TTL_SECONDS = 30 * 24 * 3600;
+/**
+ * How long a passport is valid offline (the longest any registry signature lives); online, an account epoch raised
+ * since its issue ends it sooner.
+ */
+export const PASSPORT_TTL_SECONDS = LONGEST_SIGNED_LIFETIME_S;
 export const PASSPORT_TYPE = 'passport+jwt';
 export const PASSPORT_AUDIENCE = 'registry';
 
