@@ -360,4 +360,20 @@ test('the API description documents the three operations with If-Match and ETag 
   assert.ok(item.delete!.responses['204']!.headers!.ETag);
 });
 
+test('the write descriptions name the member a refusal really carries its pointers in, and every If-Match code', async () => {
+  const doc = (await (await fetch(`${server.url}/v1/openapi.json`)).json()) as { paths: Record<string, Record<string, { description: string }>> };
+  const { etag } = await read(peteInWorld);
+  const refusal = await jsonOf(await put(peteInWorld, etag, { layer: 'user', settings: { brightness: 1 } }));
+  const malformed = await put(peteInWorld, 'no-quotes', { layer: 'user', settings: { volume: 0.5 } });
+  await assertApiError(malformed, 400, 'if_match_invalid');
+  for (const method of ['put', 'delete']) {
+    const description = doc.paths['/v1/runtime/plugins/{pluginId}/settings']![method]!.description;
+    const member = /by JSON Pointer in `([a-z.]+)`/.exec(description)?.[1];
+    assert.ok(member, `${method}: names where the pointers are`);
+    const at = member.split('.').reduce<unknown>((value, name) => (value as Record<string, unknown> | undefined)?.[name], refusal);
+    assert.ok(Array.isArray(at), `${method}: a 422 body carries \`${member}\`: ${JSON.stringify(refusal)}`);
+    assert.match(description, /400 if_match_invalid/, `${method}: documents the malformed If-Match`);
+  }
+});
+
 test.run();

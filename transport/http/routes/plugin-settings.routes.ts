@@ -77,14 +77,15 @@ const IF_MATCH_HEADER = {
 };
 
 const WRITE_RULES =
-  'Needs `If-Match` with the current aggregate tag: missing (or `*`) is `428 if_match_required`, a tag that is no ' +
-  'longer current `412 settings_tag_mismatch` (its `ETag` header carries the current tag); of two writers holding the ' +
+  'Needs `If-Match` with the current aggregate tag: missing (or `*`) is `428 if_match_required`, a header that is not ' +
+  'a list of quoted entity tags `400 if_match_invalid`, a tag that is no longer current (a weak tag never matches) ' +
+  '`412 settings_tag_mismatch` (its `ETag` header carries the current tag); of two writers holding the ' +
   'same tag exactly one succeeds. Only the caller\'s own `user` and `user_environment` layers, and the `environment` ' +
   'layer for the Environment\'s admin (its owner; `403 environment_admin_required` otherwise), can be changed. Each ' +
   'setting is accepted only at the scopes its schema allows: `422` with `setting_unknown`, `setting_session_scoped` ' +
   '(a `session` setting such as Media\'s `inputDeviceId` is never stored), `setting_scope_not_allowed` (e.g. Media\'s ' +
   '`volume` at `environment`) or `setting_value_invalid`, the code of the first refusal in that order, and every ' +
-  'refused setting by JSON Pointer in `errors`. Persistent `user` and `user_environment` writes need an account; ' +
+  'refused setting by JSON Pointer in `error.details`. Persistent `user` and `user_environment` writes need an account; ' +
   'every Runtime caller has one (the registry issues no guest Runtime credential). At most ' + String(MAX_QUEUED_WRITERS) + ' ' +
   'writes of one person to one Plugin\'s settings are under way at once (they take turns); more answer `429 rate_limited`.';
 
