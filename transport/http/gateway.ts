@@ -36,7 +36,7 @@ export interface GatewayOptions {
 }
 
 /** Request headers the API reads, which a cross-origin page must be allowed to send. */
-const CORS_ALLOWED_HEADERS = 'authorization, content-type, if-match, idempotency-key, x-platform-runtime-session, x-platform-runtime-lease, x-platform-runtime-lease-version';
+const CORS_ALLOWED_HEADERS = 'authorization, content-type, if-match, if-none-match, idempotency-key, x-platform-runtime-session, x-platform-runtime-lease, x-platform-runtime-lease-version';
 /** Response headers beyond the CORS-safelisted ones that a page needs to read. */
 const CORS_EXPOSED_HEADERS = 'etag, retry-after, x-request-id, idempotent-replayed, www-authenticate';
 const CORS_MAX_AGE_S = 600;

@@ -76,6 +76,19 @@ const IF_MATCH_HEADER = {
   },
 };
 
+const READ_CONDITION_HEADERS = {
+  'If-Match': {
+    description: 'Answer only if the settings still have one of these tags (strong comparison; `*` always holds): `412` otherwise.',
+    required: false,
+    schema: z.string(),
+  },
+  'If-None-Match': {
+    description: 'The tags of copies already held (weak comparison; `*` names any): `304` when one is current.',
+    required: false,
+    schema: z.string(),
+  },
+};
+
 const WRITE_RULES =
   'Needs `If-Match` with the current aggregate tag: missing (or `*`) is `428 if_match_required`, a header that is not ' +
   'a list of quoted entity tags `400 if_match_invalid`, a tag that is no longer current (a weak tag never matches) ' +
@@ -123,14 +136,27 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
         'Environment). Every persisted leaf is validated against the installed schema on every read (known setting, ' +
         'its type and bounds, a scope it is still allowed at); one that fails is never delivered. The `ETag` header ' +
         'and `etag` are a digest of what is delivered. A Plugin this Environment has not installed is ' +
-        '`404 plugin_not_installed`.',
-      errors: PROBLEM_TABLE_STATUSES,
-      responses: { 200: { description: 'The resolved settings.', schema: PluginSettingsResponse, headers: ETAG_HEADER } },
-      handler: async ({ principal, params, logger }) => {
+        '`404 plugin_not_installed`. Conditional reads follow RFC 9110 13.2.2: `If-Match` naming no current tag is ' +
+        '`412 settings_tag_mismatch` (with the current `ETag`); then `If-None-Match` naming the current tag is `304` ' +
+        '(with it, no body). A malformed list is `400 if_match_invalid` or `if_none_match_invalid`.',
+      requestHeaders: READ_CONDITION_HEADERS,
+      errors: [...PROBLEM_TABLE_STATUSES, 412],
+      responses: {
+        200: { description: 'The resolved settings.', schema: PluginSettingsResponse, headers: ETAG_HEADER },
+        304: { description: 'The copy `If-None-Match` names is current.', headers: ETAG_HEADER },
+      },
+      handler: async ({ principal, params, headers, logger }) => {
         const { caller, release } = await context(principal, params.pluginId);
+        const ifMatch = conditionTags(headers, 'if-match');
+        const ifNoneMatch = conditionTags(headers, 'if-none-match');
         const settings = await coordinated(() => deps.settings.read(caller, release));
         logSkipped(settings, logger);
-        return { status: 200, body: view(settings), headers: { etag: settings.etag } };
+        const current = { etag: settings.etag };
+        if (ifMatch !== undefined && ifMatch !== '*' && !ifMatch.some((t) => !t.weak && t.tag === settings.etag)) {
+          throw new HttpError(412, 'settings_tag_mismatch', 'the settings no longer have the tag If-Match names', { headers: current });
+        }
+        if (ifNoneMatch === '*' || ifNoneMatch?.some((t) => t.tag === settings.etag)) return { status: 304, body: undefined, headers: current };
+        return { status: 200, body: view(settings), headers: current };
       },
     }),
     defineRoute({
@@ -190,30 +216,34 @@ function logSkipped(settings: ResolvedSettings, logger: Logger): void {
 }
 
 /**
- * One element of an `If-Match` list (RFC 9110 8.8.3, 5.6.1): optional `W/`, then a quoted opaque string, then the
+ * One element of an entity-tag list (RFC 9110 8.8.3, 5.6.1): optional `W/`, then a quoted opaque string, then the
  * comma that ends it or the end of the header. Empty elements before it (`, ,`) are skipped by the loop below.
  */
 const ENTITY_TAG = /[\t ]*(W\/)?("[\x21\x23-\x7e\x80-\xff]*")[\t ]*(?:,|$)/y;
 /** Empty list elements: commas with optional whitespace around them. */
 const EMPTY_ELEMENTS = /[\t ]*(?:,[\t ]*)*/y;
 
+interface EntityTag {
+  readonly weak: boolean;
+  readonly tag: string;
+}
+
 /**
- * The strong tags of `If-Match`. A weak tag never matches (If-Match compares strongly), and `*` would let a write
- * overwrite whatever is there, which is what the tag exists to prevent. Empty list elements are ignored, as RFC 9110
- * 5.6.1.2 requires of every recipient of a list header (they are what merging header lines or joining tags with a
- * stray comma leaves); a header with no element at all is as malformed as one with a bad element.
+ * `If-Match` or `If-None-Match` (RFC 9110 13.1.1, 13.1.2): absent (or empty), `*`, or its entity tags. Empty list
+ * elements are ignored, as RFC 9110 5.6.1.2 requires of every recipient of a list header (they are what merging header
+ * lines or joining tags with a stray comma leaves); a header with no element at all is as malformed as one with a bad
+ * element.
  */
-function expectedTags(headers: Readonly<Record<string, string>>): string[] {
-  const header = headers['if-match']?.trim() ?? '';
-  if (header === '' || header === '*') {
-    throw new HttpError(428, 'if_match_required', 'send If-Match with the settings tag (the ETag of the last read or write)');
-  }
+function conditionTags(headers: Readonly<Record<string, string>>, name: 'if-match' | 'if-none-match'): '*' | EntityTag[] | undefined {
+  const header = headers[name]?.trim() ?? '';
+  if (header === '') return undefined;
+  if (header === '*') return '*';
+  const [field, code] = name === 'if-match' ? ['If-Match', 'if_match_invalid'] : ['If-None-Match', 'if_none_match_invalid'];
   const invalid = (): HttpError =>
-    new HttpError(400, 'if_match_invalid', 'If-Match must be a list of quoted entity tags', {
-      details: [{ pointer: '/If-Match', in: 'header', code: 'invalid', message: 'not a list of quoted entity tags' }],
+    new HttpError(400, code, `${field} must be a list of quoted entity tags`, {
+      details: [{ pointer: `/${field}`, in: 'header', code: 'invalid', message: 'not a list of quoted entity tags' }],
     });
-  const tags: string[] = [];
-  let elements = 0;
+  const tags: EntityTag[] = [];
   let at = 0;
   for (;;) {
     EMPTY_ELEMENTS.lastIndex = at;
@@ -224,9 +254,20 @@ function expectedTags(headers: Readonly<Record<string, string>>): string[] {
     const match = ENTITY_TAG.exec(header);
     if (!match) throw invalid();
     at = ENTITY_TAG.lastIndex;
-    elements++;
-    if (!match[1]) tags.push(match[2]!);
+    tags.push({ weak: match[1] !== undefined, tag: match[2]! });
   }
-  if (elements === 0) throw invalid();
+  if (tags.length === 0) throw invalid();
   return tags;
+}
+
+/**
+ * The strong tags of a write's `If-Match`. A weak tag never matches (If-Match compares strongly), and `*` would let a
+ * write overwrite whatever is there, which is what the tag exists to prevent.
+ */
+function expectedTags(headers: Readonly<Record<string, string>>): string[] {
+  const tags = conditionTags(headers, 'if-match');
+  if (tags === undefined || tags === '*') {
+    throw new HttpError(428, 'if_match_required', 'send If-Match with the settings tag (the ETag of the last read or write)');
+  }
+  return tags.filter((t) => !t.weak).map((t) => t.tag);
 }
