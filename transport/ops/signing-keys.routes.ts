@@ -82,9 +82,9 @@ export function signingKeyRoutes(deps: SigningKeyRouteDependencies): AnyRoute[] 
       summary: 'Sign with a new key from now on',
       description:
         'A new ES256 key signs every token from now on (passports, access, ID and control tokens). The key it replaces ' +
-        `stops signing and stays in \`/v1/auth/jwks\` for ${LONGEST_SIGNED_LIFETIME_S / 86_400} days, the longest anything ` +
-        'signed lives, so every token it signed verifies until it expires; a rotation also unpublishes keys retired ' +
-        'longer ago than that. `withdraw` unpublishes every older key at once, for a key that may have leaked: passports ' +
+        `stops signing and stays in \`/v1/auth/jwks\` for at least ${LONGEST_SIGNED_LIFETIME_S / 86_400} days, the longest ` +
+        'anything signed lives, so every token it signed verifies until it expires; a rotation also unpublishes keys ' +
+        'retired longer ago than that. `withdraw` unpublishes every older key at once, for a key that may have leaked: passports ' +
         'it signed fail introspection (devices renew theirs by repeating their enrolment completion) and tokens it signed ' +
         'are refused. Offline verifiers must fetch the JWKS again when they meet an unknown `kid`. Audited as ' +
         '`signing_key.rotate`.',

@@ -46,8 +46,10 @@ const authorizationParameters = {
   request: 'Not supported: refused with `request_not_supported` (OIDC Core 6.1).',
   request_uri: 'Not supported: refused with `request_uri_not_supported` (OIDC Core 6.2).',
   id_token_hint:
-    'With `prompt=none` (OIDC Core 3.1.2.1): an ID token the registry issued to this client, of any age, naming whom the ' +
-    'client expects. Someone else signed in: `login_required`; not such an ID token: `invalid_request`. Not read without `prompt=none`.',
+    'With `prompt=none` (OIDC Core 3.1.2.1): an ID token the registry issued to this client, of any age while the key ' +
+    'that signed it is in `/v1/auth/jwks` (a rotated-out key stays at least 30 days, a withdrawn one leaves at once), ' +
+    'naming whom the client expects. Someone else signed in: `login_required`; not such an ID token: `invalid_request`. ' +
+    'Not read without `prompt=none`.',
 } as const;
 
 type AuthorizationParameterName = keyof typeof authorizationParameters;
