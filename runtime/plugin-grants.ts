@@ -3,6 +3,7 @@ import type { Clock } from '../actors/clock.js';
 import { newId } from '../identity/ids.js';
 import { hashToken, newOpaqueToken } from '../identity/opaque-tokens.js';
 import type { PluginRelease } from '../plugins/plugin-catalog.js';
+import { requirePlatformPermission } from '../plugins/platform-permissions.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError, validationDetails } from '../transport/http/errors.js';
@@ -66,9 +67,7 @@ export class PluginGrants {
     return coordinated(async () => {
       const release = await this.installed(caller.environmentId, pluginId);
       if (!release) throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'catalog' });
-      if (!release.platformPermissions.includes(PLUGIN_GRANT_PERMISSION)) {
-        throw new HttpError(403, 'plugin_permission_not_requested', `${pluginId} does not request the platform permission ${PLUGIN_GRANT_PERMISSION}`, { family: 'catalog' });
-      }
+      requirePlatformPermission(release, PLUGIN_GRANT_PERMISSION);
       const component = release.backendComponents.find((c) => c.id === request.component);
       if (!component) {
         throw new HttpError(422, 'plugin_component_unknown', `${pluginId} has no backend component ${request.component}`, {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import * as z from 'zod';
 import { PLUGIN_ID, type PluginRelease } from '../../../plugins/plugin-catalog.js';
+import { requirePlatformPermission, SETTINGS_READ_PERMISSION, SETTINGS_WRITE_PERMISSION } from '../../../plugins/platform-permissions.js';
 import type { PluginInstallations } from '../../../plugins/plugin-installations.js';
 import { MAX_QUEUED_WRITERS, type PluginSettings, type SettingsCaller } from '../../../plugins/settings/plugin-settings.js';
 import type { ResolvedSettings } from '../../../plugins/settings/settings-layers.js';
@@ -90,6 +91,8 @@ const READ_CONDITION_HEADERS = {
 };
 
 const WRITE_RULES =
+  `Only for a Plugin whose release requests the platform permission \`${SETTINGS_WRITE_PERMISSION}\` (\`403 ` +
+  'plugin_permission_not_requested` otherwise, before `If-Match` is looked at). ' +
   'Needs `If-Match` with the current aggregate tag: missing (or `*`) is `428 if_match_required`, a header that is not ' +
   'a list of quoted entity tags `400 if_match_invalid`, a tag that is no longer current (a weak tag never matches) ' +
   '`412 settings_tag_mismatch` (its `ETag` header carries the current tag); of two writers holding the ' +
@@ -116,12 +119,14 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
   const context = async (
     principal: Principal,
     pluginId: string,
+    permission: typeof SETTINGS_READ_PERMISSION | typeof SETTINGS_WRITE_PERMISSION,
   ): Promise<{ caller: SettingsCaller; release: PluginRelease }> => {
     const { caller, holdFence } = principalAs(principal, 'runtimeActive');
     const release = await coordinated(() => deps.installations.installed(caller.environmentId, pluginId));
     if (!release) {
       throw new HttpError(404, 'plugin_not_installed', `this Environment has not installed ${pluginId}`, { family: 'catalog' });
     }
+    requirePlatformPermission(release, permission);
     return { caller: { accountId: caller.accountId, environmentId: caller.environmentId, holdFence }, release };
   };
   return [
@@ -136,7 +141,9 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
         'Environment). Every persisted leaf is validated against the installed schema on every read (known setting, ' +
         'its type and bounds, a scope it is still allowed at); one that fails is never delivered. The `ETag` header ' +
         'and `etag` are a digest of what is delivered. A Plugin this Environment has not installed is ' +
-        '`404 plugin_not_installed`. Conditional reads follow RFC 9110 13.2.2: `If-Match` naming no current tag is ' +
+        '`404 plugin_not_installed`; one whose release does not request the platform permission ' +
+        `\`${SETTINGS_READ_PERMISSION}\` is \`403 plugin_permission_not_requested\` (its conditions are not evaluated). ` +
+        'Conditional reads follow RFC 9110 13.2.2: `If-Match` naming no current tag is ' +
         '`412 settings_tag_mismatch` (with the current `ETag`); then `If-None-Match` naming the current tag is `304` ' +
         '(with it, no body). A malformed list is `400 if_match_invalid` or `if_none_match_invalid`.',
       requestHeaders: READ_CONDITION_HEADERS,
@@ -146,7 +153,7 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
         304: { description: 'The copy `If-None-Match` names is current.', headers: ETAG_HEADER },
       },
       handler: async ({ principal, params, headers, logger }) => {
-        const { caller, release } = await context(principal, params.pluginId);
+        const { caller, release } = await context(principal, params.pluginId, SETTINGS_READ_PERMISSION);
         const ifMatch = conditionTags(headers, 'if-match');
         const ifNoneMatch = conditionTags(headers, 'if-none-match');
         const settings = await coordinated(() => deps.settings.read(caller, release));
@@ -170,7 +177,7 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
       maxBodyBytes: 16 * 1024,
       responses: { 200: { description: 'Written; the settings after the write.', schema: PluginSettingsResponse, headers: ETAG_HEADER } },
       handler: async ({ principal, params, headers, body, logger }) => {
-        const { caller, release } = await context(principal, params.pluginId);
+        const { caller, release } = await context(principal, params.pluginId, SETTINGS_WRITE_PERMISSION);
         const tags = expectedTags(headers);
         const settings = await coordinated(() => deps.settings.write(caller, release, body, tags));
         logSkipped(settings, logger);
@@ -192,7 +199,7 @@ export function pluginSettingsRoutes(deps: PluginSettingsDependencies): AnyRoute
         204: { description: 'The layer (or the named settings of it) was already empty.', headers: ETAG_HEADER },
       },
       handler: async ({ principal, params, headers, query, logger }) => {
-        const { caller, release } = await context(principal, params.pluginId);
+        const { caller, release } = await context(principal, params.pluginId, SETTINGS_WRITE_PERMISSION);
         const named = query.setting === undefined ? undefined : typeof query.setting === 'string' ? [query.setting] : query.setting;
         const tags = expectedTags(headers);
         const clear = { layer: query.layer, ...(named ? { settings: named } : {}) };
