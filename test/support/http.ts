@@ -20,6 +20,7 @@ export async function startGateway(options: {
   maxBodyBytes?: number;
   observer?: HttpObserver;
   logger?: Logger;
+  corsOrigins?: (origin: string) => Promise<boolean>;
 }): Promise<TestGateway> {
   const gateway = new HttpGateway({
     routes: options.routes,
@@ -28,6 +29,7 @@ export async function startGateway(options: {
     logger: options.logger ?? createLogger('silent'),
     maxBodyBytes: options.maxBodyBytes ?? 64 * 1024,
     ...(options.observer === undefined ? {} : { observer: options.observer }),
+    ...(options.corsOrigins === undefined ? {} : { corsOrigins: options.corsOrigins }),
   });
   const app = uws.App();
   gateway.mount(app);

@@ -216,6 +216,9 @@ export class HttpGateway {
           });
         }
         operation = 'corsPreflight';
+        // Its answer (204) has no body, and a bodiless answer cannot close the connection (reply-writer.ts): refused
+        // instead, so the body is not read either. Browsers never send one.
+        if (unread) throw new HttpError(400, 'body_not_allowed', 'OPTIONS takes no request body', { headers: unread });
         return preflight(request.headers, allowed, match.corsMethods, allowedOrigin);
       }
       const route = match.route;
