@@ -152,10 +152,18 @@ export function statusTitle(status: number): string {
   return TITLES[status] ?? (status < 400 ? 'OK' : 'Error');
 }
 
+/**
+ * Details a refusal lists at most. A request can be wrong in a great many places (a megabyte of body holds a hundred
+ * thousand unknown members): listed whole, the answer was ten times the request, held until the client reads it.
+ */
+export const MAX_ERROR_DETAILS = 100;
+
 /** The one place an error becomes a response body. */
 export function renderError(error: HttpError, preferred: ErrorFormat, requestId: string): RenderedError {
   const format: ErrorFormat = preferred !== 'oauth' && PROBLEM_FAMILIES.has(error.family) ? 'problem' : preferred;
-  const details = error.details.length > 0 ? error.details : undefined;
+  const details = error.details.length > 0 ? error.details.slice(0, MAX_ERROR_DETAILS) : undefined;
+  const message =
+    error.details.length > MAX_ERROR_DETAILS ? `${error.message} (${error.details.length} problems; the first ${MAX_ERROR_DETAILS} are listed)` : error.message;
   if (format === 'oauth') {
     return {
       status: error.status,
@@ -173,7 +181,7 @@ export function renderError(error: HttpError, preferred: ErrorFormat, requestId:
         type: PROBLEM_TYPE_BASE + error.code,
         title: statusTitle(error.status),
         status: error.status,
-        detail: error.message,
+        detail: message,
         code: error.code,
         requestId,
         ...(details ? { errors: details } : {}),
@@ -187,7 +195,7 @@ export function renderError(error: HttpError, preferred: ErrorFormat, requestId:
     body: {
       error: {
         code: error.code,
-        message: error.message,
+        message,
         status: error.status,
         requestId,
         ...(details ? { details } : {}),

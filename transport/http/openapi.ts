@@ -1,7 +1,7 @@
 import * as z from 'zod';
 import { apiSchemas } from './api-schemas.js';
 import { credentialHeaders, credentialRequirements, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
-import { statusTitle } from './errors.js';
+import { MAX_ERROR_DETAILS, statusTitle } from './errors.js';
 import type { AnyRoute, RequestHeaderSpec } from './route.js';
 
 export const API_VERSION = '0.1.0-alpha.7';
@@ -21,7 +21,7 @@ const DESCRIPTION = `Public \`/v1\` API of the registry service.
 \`POST /v1/auth/logout\`) answer every error as a Problem; the token endpoint answers RFC 6749 error bodies
 (\`OAuthError\`) with the same \`code\` and \`requestId\`. Each error carries a stable machine \`code\` and a \`requestId\`, also sent as the
 \`X-Request-Id\` header of every response. A malformed body is \`400 malformed_json\`, an unknown member or parameter
-\`400 validation_failed\` (with \`errors\`/\`details\` naming each one by JSON Pointer), as is any string or member
+\`400 validation_failed\` (with \`errors\`/\`details\` naming each one by JSON Pointer, the first ${MAX_ERROR_DETAILS} of them), as is any string or member
 name holding U+0000 or an unpaired UTF-16 surrogate, in path, query or body (detail code \`unstorable_text\`), a body over the limit
 \`413 body_too_large\`, a non-JSON body \`415 unsupported_media_type\`, an unknown route \`404 route_not_found\`. A request whose framing
 is ambiguous (\`Content-Length\` values that differ, a \`Transfer-Encoding\` other than \`chunked\`) is \`400\`
