@@ -50,6 +50,8 @@ export interface OutgoingReply {
   readonly head?: boolean;
 }
 
+const EMPTY = Buffer.alloc(0);
+
 /** `sent`: handed to the socket in full. `aborted`: the client went away first (or uWS closed a stalled reply). */
 export type ReplyOutcome = 'sent' | 'aborted';
 
@@ -65,7 +67,10 @@ export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: Abort
   // 9112 9.6), so a refused upload stops. uWS does not read the headers we write: written as a header only, the
   // connection stayed open and uWS went on receiving the refused body, without end for a chunked one. Only `end(body,
   // true)` makes uWS close it, once the answer is out; it writes the header itself. A bodiless answer cannot be ended
-  // that way (uWS then writes a Content-Length of its own, wrong for HEAD, 204 and 304), so it promises nothing.
+  // that way (uWS then writes a Content-Length of its own, wrong for HEAD, 204 and 304), so it promises nothing; except
+  // a HEAD answer, which must close (a framing refusal, whose connection would otherwise serve the bytes a proxy took
+  // for this request's body; a body refused or sent to no operation, which uWS would read to its end): it goes with
+  // `Content-Length: 0` rather than GET's length, the only way uWS closes after an answer.
   const closing = reply.headers.connection === 'close';
   let startOffset = 0;
   let finished = true;
@@ -76,7 +81,8 @@ export function writeReply(res: HttpResponse, reply: OutgoingReply, watch: Abort
       if (typeof value === 'string') res.writeHeader(name, value);
       else for (const each of value as readonly string[]) res.writeHeader(name, each);
     }
-    if (reply.head) endHead(res, reply.status, body.byteLength);
+    if (reply.head && closing) res.end(EMPTY, true);
+    else if (reply.head) endHead(res, reply.status, body.byteLength);
     // RFC 9110 8.6: no Content-Length on a 204, and on a 304 only the 200's (none is simpler); tryEnd adds one.
     else if (bodiless) res.endWithoutBody();
     // Closing answers are refusals with small bodies: held whole by uWS until written, then the connection closes.
