@@ -61,6 +61,7 @@ import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
 import { HttpError, pointerToken, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
+import { framingRefusal, hasBody } from '../http/framing.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { maySpellProto, protoMemberAt } from '../proto-member.js';
@@ -370,6 +371,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     upgrade(res: HttpResponse, req: HttpRequest, context) {
       const watch = watchAbort(res);
       const request = captureUpgradeRequest(res, req, parameterNames, deps.newRequestId());
+      const unframed =
+        framingRefusal(request.headers) ??
+        (hasBody(request.headers) ? new HttpError(400, 'body_not_allowed', 'a WebSocket handshake takes no request body', { headers: { connection: 'close' } }) : undefined);
+      if (unframed) {
+        refuseClosing(res, watch, unframed, request.requestId);
+        return;
+      }
       upgrade(res, request, context, watch).catch((error: unknown) => {
         logger.error({ err: error, requestId: request.requestId }, 'upgrade failed');
       });
@@ -432,12 +440,15 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   });
 
   // uWS passes a GET without the WebSocket handshake on to the next route, where the path would look unknown (404).
-  const upgradeRequired = (head: boolean) => (res: HttpResponse): void => {
+  const upgradeRequired = (head: boolean) => (res: HttpResponse, req: HttpRequest): void => {
     const watch = watchAbort(res);
-    const refusal = new HttpError(426, 'websocket_upgrade_required', `${endpoint.path} is a WebSocket endpoint: open it with a WebSocket handshake`, {
-      headers: { upgrade: 'websocket' },
-    });
-    refuseUpgrade(res, watch, refusal, deps.newRequestId(), head);
+    const framing = framingHeaders(req);
+    const refusal =
+      framingRefusal(framing) ??
+      new HttpError(426, 'websocket_upgrade_required', `${endpoint.path} is a WebSocket endpoint: open it with a WebSocket handshake`, {
+        headers: { upgrade: 'websocket', ...(hasBody(framing) ? { connection: 'close' } : {}) },
+      });
+    refuseClosing(res, watch, refusal, deps.newRequestId(), head);
   };
   app.get(endpoint.path, upgradeRequired(false));
   app.head(endpoint.path, upgradeRequired(true));
@@ -445,10 +456,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   app.any(endpoint.path, (res, req) => {
     const watch = watchAbort(res);
     const method = req.getMethod().toUpperCase();
-    const refusal = new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${endpoint.path}, a WebSocket endpoint`, {
-      headers: { allow: 'GET, HEAD' },
-    });
-    refuseUpgrade(res, watch, refusal, deps.newRequestId());
+    const framing = framingHeaders(req);
+    const refusal =
+      framingRefusal(framing) ??
+      new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${endpoint.path}, a WebSocket endpoint`, {
+        headers: { allow: 'GET, HEAD', ...(hasBody(framing) ? { connection: 'close' } : {}) },
+      });
+    refuseClosing(res, watch, refusal, deps.newRequestId());
   });
 
   return Object.freeze({
@@ -483,6 +497,29 @@ function unsupportedSubprotocol(offered: readonly string[], supported: string): 
       },
     ],
   });
+}
+
+/**
+ * The headers that say where a request's body ends, repeats joined as the gateway sees them: these answers refuse
+ * what it refuses before any operation (http/framing.ts), since a WebSocket path is served beside it, not through it.
+ */
+function framingHeaders(req: HttpRequest): Record<string, string> {
+  const headers: Record<string, string> = {};
+  req.forEach((name, value) => {
+    if (name !== 'content-length' && name !== 'transfer-encoding') return;
+    headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+  });
+  return headers;
+}
+
+/**
+ * `refuseUpgrade`, except that an answer closing its connection (a framing refusal, a body no WebSocket request takes)
+ * is written once uWS has parsed what came with the request, as the gateway's are: written while uWS parses, the
+ * connection stays open and uWS serves the bytes behind it as the next request.
+ */
+function refuseClosing(res: HttpResponse, watch: AbortWatch, refusal: HttpError, requestId: string, head = false): void {
+  if (refusal.headers.connection === 'close') setImmediate(() => refuseUpgrade(res, watch, refusal, requestId, head));
+  else refuseUpgrade(res, watch, refusal, requestId, head);
 }
 
 function issueDetail(issue: z.core.$ZodIssue): ErrorDetail {
