@@ -494,14 +494,17 @@ test('an onOpen failure is said in-band with its code and request id before the 
   assert.ok(logs.some((l) => l.level >= 50 && l.msg === 'onOpen failed' && (l as { requestId?: string }).requestId === brokenId));
 });
 
-test('shutdown closes open connections with 1001 and refuses new upgrades with 503', async () => {
+test('shutdown closes open connections with 1001 and refuses new upgrades with the HTTP drain\'s 503 server_draining', async () => {
   const client = await openClient('/draining', [JSON_PROTOCOL]);
   const draining = mounted.find((m) => m.name === 'draining');
   draining?.shutdown();
   assert.equal(await closeOf(client), { code: 1001, reason: 'server shutting down' });
   const refused = await refusedUpgrade('/draining', [JSON_PROTOCOL], AUTH);
   assert.is(refused.status, 503);
-  assert.is(refused.body.code, 'shutting_down');
+  // What every other request on an open connection is told while the node drains: retry, on another node or shortly.
+  assert.is(refused.body.code, 'server_draining');
+  assert.is(refused.headers['retry-after'], '1');
+  assert.is(refused.headers.connection, 'close');
 });
 
 test('definitions that uWS would abort the process for are refused up front', () => {

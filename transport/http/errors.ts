@@ -225,3 +225,11 @@ export function validationDetails(error: z.ZodError, part: ErrorDetail['in']): E
 export function unstorableTextDetail(pointer: string, part: ErrorDetail['in']): ErrorDetail {
   return { pointer, in: part, code: 'unstorable_text', message: 'contains U+0000 or an unpaired UTF-16 surrogate' };
 }
+
+/** What a draining node tells every new request on a connection it still has open, HTTP or WebSocket upgrade alike. */
+export function serverDraining(): HttpError {
+  return new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
+    family: 'coordination',
+    headers: { 'retry-after': '1', connection: 'close' },
+  });
+}

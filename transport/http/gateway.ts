@@ -9,7 +9,7 @@ import { LogThrottle } from '../../actors/log-throttle.js';
 import type { HttpResponse, TemplatedApp } from '../uws.js';
 import { clientBucket } from './client-address.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
-import { HttpError, renderError, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
+import { HttpError, renderError, serverDraining, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import { maySpellProto, protoMemberAt } from '../proto-member.js';
 import { watchAbort, writeReply, type AbortWatch } from './reply-writer.js';
@@ -191,10 +191,7 @@ export class HttpGateway {
         allowedOrigin = await this.#allowedOrigin(request.headers.origin, runtime);
       }
       if (this.#draining && !(match.kind === 'found' && match.route.servesWhileDraining)) {
-        throw new HttpError(503, 'server_draining', 'this node is shutting down; retry on another node or shortly', {
-          family: 'coordination',
-          headers: { 'retry-after': '1', connection: 'close' },
-        });
+        throw serverDraining();
       }
       // A body sent to no operation is not read: uWS would read it to its end, however long, to find the next request.
       // The refusal closes the connection instead, answered past uWS's parse like a framing refusal (see above).

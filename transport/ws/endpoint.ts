@@ -60,7 +60,7 @@
 import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
-import { HttpError, pointerToken, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
+import { HttpError, pointerToken, serverDraining, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
 import { framingRefusal, hasBody } from '../http/framing.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
@@ -185,7 +185,7 @@ export interface MountedWebSocketEndpoint {
   readonly name: string;
   /** Open connections. */
   connectionCount(): number;
-  /** Refuses further upgrades (503 `shutting_down`) and closes every open connection, 1001 by default. */
+  /** Refuses further upgrades (503 `server_draining`, as the HTTP drain) and closes every open connection, 1001 by default. */
   shutdown(code?: number, reason?: string): void;
 }
 
@@ -250,7 +250,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         return;
       }
       if (shuttingDown) {
-        refuseUpgrade(res, watch, new HttpError(503, 'shutting_down', 'the server is shutting down'), request.requestId);
+        refuseUpgrade(res, watch, serverDraining(), request.requestId);
         return;
       }
       const connection = new EndpointConnection<TUser, TOut>({
