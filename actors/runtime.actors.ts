@@ -1,7 +1,7 @@
 import { defineActorKind } from './actor-kind.js';
 import { idPattern } from '../identity/ids.js';
 import { runtimeLeaseMachine, runtimeLeaseTimers, type LeaseEndReason, type LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';
-import { runtimeSessionMachine, runtimeSessionTimers, type SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
+import { runtimeSessionMachine, runtimeSessionTimers, type SessionIdleExpired, type SessionLeaseCheck } from '../machines/runtime-session/runtime-session.machine.js';
 
 export const RUNTIME_SESSION_KIND = 'runtime-session';
 export const RUNTIME_LEASE_KIND = 'runtime-lease';
@@ -17,14 +17,20 @@ export interface LeaseEnded {
 /**
  * The Runtime plane's actor kinds. `leaseEnded` runs after the lease actor committed an end of a holding (the sessions
  * and sockets are told); `idleExpired` after a session committed its release for idleness (the lease actor forgets
- * it, its sockets are told). Both are bound late because the kinds exist before the services they notify.
+ * it, its sockets are told); `leaseCheck` after an active session committed its periodic look at the lease (it is
+ * told what it missed). All are bound late because the kinds exist before the services they notify.
  */
-export function runtimeKinds(leaseEnded: (ended: LeaseEnded) => void, idleExpired: (expired: SessionIdleExpired) => void) {
+export function runtimeKinds(
+  leaseEnded: (ended: LeaseEnded) => void,
+  idleExpired: (expired: SessionIdleExpired) => void,
+  leaseCheck: (check: SessionLeaseCheck) => void,
+) {
   const session = defineActorKind({
     name: RUNTIME_SESSION_KIND,
     machine: runtimeSessionMachine.provide({
       actions: {
         idleExpired: (_, params) => idleExpired(params),
+        leaseCheck: (_, params) => leaseCheck(params),
       },
     }),
     key: { pattern: idPattern('rts'), describe: 'runtime session id: rts_ + 26 base32 characters' },

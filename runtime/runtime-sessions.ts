@@ -6,7 +6,7 @@ import type { LogoutPass } from '../identity/browser-sessions.js';
 import type { EnvironmentDirectory } from '../identity/environments.js';
 import { newId } from '../identity/ids.js';
 import { hasLapsed, openRefusal, type LeaseHolder, type RuntimeLeaseContext, type RuntimeLeaseEmitted } from '../machines/runtime-lease/runtime-lease.machine.js';
-import type { PresenceState, RuntimeSessionContext, RuntimeSessionStatus, SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
+import type { PresenceState, RuntimeSessionContext, RuntimeSessionStatus, SessionIdleExpired, SessionLeaseCheck } from '../machines/runtime-session/runtime-session.machine.js';
 import type { Database } from '../storage/database.js';
 import type { RuntimeCaller } from '../transport/http/credentials.js';
 import { HttpError } from '../transport/http/errors.js';
@@ -401,6 +401,27 @@ export class RuntimeSessions {
         this.#o.warn({ err, sessionId: holder.sessionId }, 'session not told its lease lapsed (the lease actor still fences it)');
       });
     }
+  };
+
+  /**
+   * After an active session committed its periodic look at the lease: tells it what it missed if the lease actor no
+   * longer holds its lease for it (a notice lost with a crash or a failed send, or a release that freed the lease and
+   * never ended the session). The lease actor decides; the session follows by version as it does every notice, so one
+   * that crossed a newer activation is ignored. A failure waits for the next look.
+   */
+  readonly leaseCheck = (check: SessionLeaseCheck): void => {
+    const told = async (): Promise<void> => {
+      const lease = await this.#leaseContext(check.accountId);
+      const holder = this.#unlapsed(lease).holder;
+      if (holder?.sessionId === check.sessionId && holder.leaseId === check.leaseId && holder.version === check.version) return;
+      const notice =
+        lease.version > check.version
+          ? { type: 'session.superseded', version: lease.version }
+          : { type: 'session.lease_lapsed', version: check.version };
+      this.#o.warn({ sessionId: check.sessionId, notice: notice.type }, 'an active session had not heard that it lost the lease; told now');
+      await this.#o.host.send(RUNTIME_SESSION_KIND, check.sessionId, notice);
+    };
+    told().catch((err: unknown) => this.#o.warn({ err, sessionId: check.sessionId }, 'lease check of an active session failed (it looks again later)'));
   };
 
   /**

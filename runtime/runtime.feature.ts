@@ -1,5 +1,5 @@
 import { runtimeKinds, type LeaseEnded } from '../actors/runtime.actors.js';
-import type { SessionIdleExpired } from '../machines/runtime-session/runtime-session.machine.js';
+import type { SessionIdleExpired, SessionLeaseCheck } from '../machines/runtime-session/runtime-session.machine.js';
 import { identityServices } from '../identity/identity.feature.js';
 import { pluginInstallations } from '../plugins/plugins.feature.js';
 import type { ServerParts, ServerServices } from '../server/server.js';
@@ -89,12 +89,14 @@ async function buildRuntimeServices(services: ServerServices): Promise<RuntimeSe
 export function runtimeFeature(): ServerParts {
   let leaseEnded: ((ended: LeaseEnded) => void) | undefined;
   let idleExpired: ((expired: SessionIdleExpired) => void) | undefined;
+  let leaseCheck: ((check: SessionLeaseCheck) => void) | undefined;
   let sockets: ReturnType<typeof runtimeSockets> | undefined;
   return {
     // Before the build binds them, nothing is told: the lease and its entries still lapse on their own deadlines.
     kinds: runtimeKinds(
       (ended) => leaseEnded?.(ended),
       (expired) => idleExpired?.(expired),
+      (check) => leaseCheck?.(check),
     ),
     build: async (services) => {
       const { clock, storage, publicUrl, logger, config } = services;
@@ -103,6 +105,7 @@ export function runtimeFeature(): ServerParts {
       const log = logger.child({ component: 'runtime' });
       leaseEnded = sessions.leaseEnded;
       idleExpired = sessions.idleExpired;
+      leaseCheck = sessions.leaseCheck;
       identity.sessions.onLogout(async (browserId, pass) => {
         try {
           const revoked = await sessions.revokeBrowser(browserId, pass);

@@ -10,6 +10,12 @@ import { assign, setup } from 'xstate';
  * for its `idleTtlMs` (a durable deadline, `idleUntil`): a page closed without releasing, or a session created and never
  * activated, would otherwise stay live forever and fill the person's cap of live sessions. Holding the lease clears
  * the deadline; losing it (superseded, lapsed) starts it again.
+ *
+ * The session hears that it lost the lease from the lease actor after that actor's commit (at most once), and a
+ * release frees the lease before it ends the session: a crash between the two, or a notice that failed, would leave
+ * this record active with no deadline, never ended and never retired. So an active session asks the lease actor, once
+ * every `idleTtlMs` (`leaseCheckAt`, durable), whether it still holds the lease; the answer arrives as the notice it
+ * missed, and its idle deadline starts.
  */
 export type RuntimeSessionStatus = 'standby' | 'active' | 'superseded' | 'released' | 'revoked';
 
@@ -35,6 +41,11 @@ export interface RuntimeSessionContext {
   readonly idleTtlMs?: number;
   /** When this session is released unless it takes the lease first; null while it holds the lease, or once ended. */
   readonly idleUntil?: number | null;
+  /**
+   * While active: when this session next asks the lease actor whether it still holds the lease (the effect
+   * `leaseCheck`). Null or absent otherwise, and in active sessions stored before it existed.
+   */
+  readonly leaseCheckAt?: number | null;
   readonly lastActivityAt: number;
   /**
    * What the person shows others in the Environment while this session is active; null otherwise. Ephemeral (see the
@@ -73,11 +84,21 @@ export type RuntimeSessionEvent =
 
 /** The durable timer of the idle deadline. */
 export const IDLE_TIMER = 'idle';
+/** The durable timer of an active session's look at the lease (`leaseCheckAt`). */
+export const LEASE_CHECK_TIMER = 'lease_check';
 
 /** What the session's owner learns after an idle session was released (its lease and sockets are told). */
 export interface SessionIdleExpired {
   readonly sessionId: string;
   readonly accountId: string;
+}
+
+/** What an active session asks its lease actor: whether it still holds this lease (see `leaseCheckAt`). */
+export interface SessionLeaseCheck {
+  readonly sessionId: string;
+  readonly accountId: string;
+  readonly leaseId: string;
+  readonly version: number;
 }
 
 export const runtimeSessionMachine = setup({
@@ -89,12 +110,22 @@ export const runtimeSessionMachine = setup({
     // Timers are delivered at least once and may be stale (the deadline moved since): only the current one counts.
     idleDeadlinePassed: ({ context, event }) =>
       event.type === 'timer.due' && event.name === IDLE_TIMER && context.idleUntil !== undefined && context.idleUntil !== null && event.at >= context.idleUntil,
+    leaseCheckDue: ({ context, event }) =>
+      event.type === 'timer.due' && event.name === LEASE_CHECK_TIMER && context.leaseCheckAt != null && event.at >= context.leaseCheckAt,
   },
   actions: {
-    takeLease: assign(({ event }) => {
+    takeLease: assign(({ context, event }) => {
       if (event.type !== 'session.activated') return {};
-      return { lease: { leaseId: event.leaseId, version: event.version }, seenVersion: event.version, lastActivityAt: event.at, idleUntil: null };
+      return {
+        lease: { leaseId: event.leaseId, version: event.version },
+        seenVersion: event.version,
+        lastActivityAt: event.at,
+        idleUntil: null,
+        leaseCheckAt: context.idleTtlMs === undefined ? null : event.at + context.idleTtlMs,
+      };
     }),
+    /** The next look at the lease, one idle period on: the check itself is the effect that follows the commit. */
+    moveLeaseCheck: assign(({ context, event }) => ({ leaseCheckAt: context.idleTtlMs === undefined ? null : event.at + context.idleTtlMs })),
     end: assign(({ event }) => ({
       lease: null,
       presence: null,
@@ -102,6 +133,7 @@ export const runtimeSessionMachine = setup({
       endedReason: event.type === 'session.revoke' ? event.reason : event.type === 'timer.due' ? 'idle_expired' : 'released',
       lastActivityAt: event.at,
       idleUntil: null,
+      leaseCheckAt: null,
     })),
     loseLease: assign(({ context, event }) => {
       if (event.type !== 'session.superseded' && event.type !== 'session.lease_lapsed') return {};
@@ -111,10 +143,13 @@ export const runtimeSessionMachine = setup({
         seenVersion: Math.max(context.seenVersion, event.version),
         lastActivityAt: event.at,
         idleUntil: context.idleTtlMs === undefined ? null : event.at + context.idleTtlMs,
+        leaseCheckAt: null,
       };
     }),
     /** After the commit: the lease actor forgets the session (it may hold the lease in a race), its sockets are told. */
     idleExpired: (_, _params: SessionIdleExpired) => {},
+    /** After the commit: the lease actor is asked whether this session still holds the lease, and it is told if not. */
+    leaseCheck: (_, _params: SessionLeaseCheck) => {},
   },
 }).createMachine({
   id: 'runtime-session',
@@ -178,6 +213,16 @@ export const runtimeSessionMachine = setup({
         },
         'session.release': { target: 'released', actions: 'end' },
         'session.revoke': { target: 'revoked', actions: 'end' },
+        'timer.due': {
+          guard: 'leaseCheckDue',
+          actions: [
+            'moveLeaseCheck',
+            {
+              type: 'leaseCheck',
+              params: ({ context }) => ({ sessionId: context.sessionId, accountId: context.accountId, leaseId: context.lease!.leaseId, version: context.lease!.version }),
+            },
+          ],
+        },
       },
     },
     superseded: {
@@ -197,7 +242,11 @@ export const runtimeSessionMachine = setup({
   },
 });
 
-/** The idle deadline while the session is live and without the lease; none otherwise. */
+/** The idle deadline while the session is live and without the lease, the look at the lease while it holds it. */
 export function runtimeSessionTimers(context: RuntimeSessionContext): Record<string, number> {
-  return context.endedAt === null && context.idleUntil !== undefined && context.idleUntil !== null ? { [IDLE_TIMER]: context.idleUntil } : {};
+  if (context.endedAt !== null) return {};
+  const timers: Record<string, number> = {};
+  if (context.idleUntil != null) timers[IDLE_TIMER] = context.idleUntil;
+  if (context.leaseCheckAt != null && context.lease !== null) timers[LEASE_CHECK_TIMER] = context.leaseCheckAt;
+  return timers;
 }
