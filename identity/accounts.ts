@@ -16,6 +16,12 @@ import { HANDLE, newId } from './ids.js';
 /** How long an enrolment may take before its nonce, its pending device and (for a new account) its handle lapse. */
 export const ENROLMENT_TTL_MS = 10 * 60_000;
 const HANDLE_RESERVATION_MARGIN_MS = 60 * 60_000;
+/**
+ * How long after its reservation a handle's account may still be unopened because its start is under way. Past it,
+ * the start died between reserving the handle and opening the account (a crash, a storage error), and a new start may
+ * take the handle over rather than wait out the reservation.
+ */
+const UNOPENED_HOLDER_GRACE_MS = 60_000;
 
 const REFUSALS: Readonly<Record<AccountRefusalCode, readonly [number, string]>> = {
   account_not_open: [404, 'the account does not exist or is not open'],
@@ -76,31 +82,35 @@ export class Accounts {
     const newAccountId = newId('acc');
     // The reservation outlives the enrolment by a margin, so a crash between completing the account and binding the
     // handle cannot free the handle under a live account before the client's retry binds it.
-    const reserve = async (replaces?: string) =>
-      this.#emitted<AccountHandleEmitted>(
-        await this.#host.send('account-handle', input.handle, {
-          type: 'handle.reserve',
-          accountId: newAccountId,
-          expiresAt: expiresAt + HANDLE_RESERVATION_MARGIN_MS,
-          ...(replaces === undefined ? {} : { replaces }),
-        }),
-      );
-    let claim = await reserve();
-    if (claim?.type === 'handle.taken' && !claim.bound && (await this.#abandon(claim.accountId))) claim = await reserve(claim.accountId);
+    const reserve = async (replaces?: string) => {
+      const reply = await this.#host.send('account-handle', input.handle, {
+        type: 'handle.reserve',
+        accountId: newAccountId,
+        expiresAt: expiresAt + HANDLE_RESERVATION_MARGIN_MS,
+        ...(replaces === undefined ? {} : { replaces }),
+      });
+      return { claim: this.#emitted<AccountHandleEmitted>(reply), reservedUntil: (reply.snapshot.context as AccountHandleContext).reservedUntil };
+    };
+    const first = await reserve();
+    let claim = first.claim;
+    if (claim?.type === 'handle.taken' && !claim.bound && (await this.#abandon(claim.accountId, first.reservedUntil))) claim = (await reserve(claim.accountId)).claim;
     let accountId: string;
     let proof: EnrolmentStarted['proof'];
     if (claim?.type === 'handle.reserved' && claim.accountId === newAccountId) {
       accountId = newAccountId;
       proof = 'possession';
       await this.#assignDevice(deviceId, accountId, expiresAt);
-      this.#outcome(await this.#host.send('account', accountId, { type: 'account.open', handle: input.handle, enrolment }));
+      const opened = await this.#host.send('account', accountId, { type: 'account.open', handle: input.handle, enrolment });
+      // Ignored: a start that took this long was taken for dead, and its account abandoned for the handle's next start.
+      if (opened.emitted.length === 0) throw handleUnavailable();
+      this.#outcome(opened);
     } else if (claim?.type === 'handle.taken' && claim.bound) {
       accountId = claim.accountId;
       proof = 'approval';
       await this.#assignDevice(deviceId, accountId, expiresAt);
       this.#outcome(await this.#host.send('account', accountId, { type: 'account.enrolment.request', enrolment }));
     } else {
-      throw new HttpError(409, 'handle_unavailable', 'this handle is being enrolled by someone else right now', { family: 'account_policy' });
+      throw handleUnavailable();
     }
     return { enrolmentId, deviceId, proof, nonce, verificationCode: verificationCode(input.thumbprint, enrolment.nonceHash), expiresAt };
   }
@@ -199,13 +209,18 @@ export class Accounts {
 
   /**
    * Whether the account holding a reservation was abandoned: its first enrolment lapsed (ended here if it is past its
-   * deadline and its timer has not come yet), so it can never complete. One that was opened and completed, even with
-   * its handle still unbound (a crash before the bind), has devices and is never abandoned.
+   * deadline and its timer has not come yet), so it can never complete, or it was never opened though the handle was
+   * reserved for it longer ago than a start takes (`reservedUntil`: the reservation's end), so its start died in
+   * between. One that was opened and completed, even with its handle still unbound (a crash before the bind), has
+   * devices and is never abandoned.
    */
-  async #abandon(accountId: string): Promise<boolean> {
+  async #abandon(accountId: string, reservedUntil: number | null): Promise<boolean> {
     const account = await this.account(accountId);
-    if (account.handle === null || Object.keys(account.devices).length > 0) return false;
-    if (Object.keys(account.enrolments).length === 0) return true;
+    if (Object.keys(account.devices).length > 0) return false;
+    if (account.handle === null) {
+      const reservedAt = reservedUntil === null ? undefined : reservedUntil - HANDLE_RESERVATION_MARGIN_MS - ENROLMENT_TTL_MS;
+      if (reservedAt === undefined || this.#clock.now() - reservedAt < UNOPENED_HOLDER_GRACE_MS) return false;
+    } else if (Object.keys(account.enrolments).length === 0) return true;
     const reply = await this.#host.send('account', accountId, { type: 'account.lapse' });
     // Its timer may have abandoned it since the read (then the lapse finds nothing to do): abandoned all the same.
     return this.#emitted<AccountEmitted>(reply)?.type === 'account.lapsed' || reply.snapshot.value === 'abandoned';
@@ -257,6 +272,9 @@ export class Accounts {
     return reply.emitted[0] as T | undefined;
   }
 }
+
+const handleUnavailable = (): HttpError =>
+  new HttpError(409, 'handle_unavailable', 'this handle is being enrolled by someone else right now', { family: 'account_policy' });
 
 /**
  * Six digits both devices show during an approval, so the person can tell their device from a stranger's: derived

@@ -6,7 +6,8 @@ import type { AccountEmitted, AccountEvent, AccountRefusalCode, EnrolmentRequest
  * revoking the others) raises the epoch, which ends every passport and session issued under an older one.
  *
  * States: `unopened` (key allocated, nothing else) → `enrolling` (first device must prove possession of its key
- * before its enrolment expires) → `active`; `enrolling` → `abandoned` when that first enrolment expires. Further
+ * before its enrolment expires) → `active`; `enrolling` → `abandoned` when that first enrolment expires, and
+ * `unopened` → `abandoned` when a start reserved its handle and died before opening it (`account.lapse`). Further
  * devices enrol while `active`: they wait for an active device to admit or refuse them, then complete with the same
  * nonce proof. Pending enrolments expire through durable timers named `enrolment:<id>`.
  *
@@ -117,6 +118,12 @@ export const accountMachine = setup({
             enqueue.assign({ handle: e.handle, enrolments: { [enrolment.enrolmentId]: enrolment } });
             enqueue.emit({ type: 'account.enrolmentRequested', enrolmentId: enrolment.enrolmentId });
           }),
+        },
+        // Asked by a new enrolment for the handle this id reserved a while ago without ever opening (its start died in
+        // between): abandoned here, in the account's own order, a late open is ignored, so the handle may go at once.
+        'account.lapse': {
+          target: 'abandoned',
+          actions: [assign(({ event }) => ({ abandonedAt: event.at })), emit({ type: 'account.lapsed' })],
         },
       },
     },
