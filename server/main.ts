@@ -49,7 +49,8 @@ export async function runServer(parts: ServerParts): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   try {
-    server = await startServer(config, parts, { logger });
+    // Stopped because another server took the database over: exit 1, so a supervisor sees a failure.
+    server = await startServer(config, parts, { logger, stoppedItself: () => process.exit(1) });
   } catch (error) {
     logger.fatal({ err: error }, 'server did not start');
     process.exit(1);

@@ -128,7 +128,15 @@ const API_TAGS: Readonly<Record<string, string>> = {
 export async function startServer(
   config: Config,
   parts: ServerParts = {},
-  options: { clock?: Clock; logger?: Logger } = {},
+  options: {
+    clock?: Clock;
+    logger?: Logger;
+    /**
+     * Called once the server has stopped of its own accord (another server took its database over); the process's
+     * exit is the caller's, since a test's server shares its process.
+     */
+    stoppedItself?: (reason: string) => void;
+  } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel, { node: config.nodeId });
   const clock = options.clock ?? systemClock;
@@ -151,7 +159,10 @@ export async function startServer(
       onError: (err) => poolErrors.say('warn', 'idle connection', { err }, 'idle database connection failed'),
     });
     cleanups.push(() => storage.close());
-    cleanups.push(await claimDatabase(databaseUrl, logger));
+    // A server that lost its database to another (it froze, or was cut off, for longer than the owner's silence limit)
+    // stops: its epochs and replay guard are in memory, and the other server's are not those.
+    let stopItself: ((reason: string) => void) | undefined;
+    cleanups.push(await claimDatabase(databaseUrl, logger, () => stopItself?.('another server took this database over')));
     const applied = await migrateDatabase(databaseUrl, `registry-coordination/${config.nodeId}/migrate`);
     if (applied.length > 0) logger.info({ migrations: applied }, 'migrations applied');
 
@@ -318,6 +329,13 @@ export async function startServer(
         await cleanup();
         logger.info({ reason }, 'stopped');
       })());
+    stopItself = (reason) => {
+      logger.fatal({ reason }, 'stopping: another server took this database over');
+      void stop(reason).then(
+        () => options.stoppedItself?.(reason),
+        () => options.stoppedItself?.(reason),
+      );
+    };
     return { port, opsPort, services, stop };
   } catch (error) {
     await cleanup();

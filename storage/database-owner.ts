@@ -25,9 +25,10 @@ export interface DatabaseOwnerLog {
  * while another holds it (a deploy that overlaps must stop the old server first; cluster mode lifts this). If that
  * connection is lost (Postgres restarted), the lock went with it: it is claimed again as soon as Postgres answers,
  * and an error is logged for as long as another server holds it instead. A server that stops talking (its host died,
- * it froze) loses the lock OWNER_SILENCE_LIMIT_MS later, so the next start is refused only that long.
+ * it froze) loses the lock OWNER_SILENCE_LIMIT_MS later, so the next start is refused only that long; when it comes
+ * back and finds another server holding the lock, `taken` is called (once): the server must stop, not serve beside it.
  */
-export async function claimDatabase(connectionString: string, log: DatabaseOwnerLog): Promise<() => Promise<void>> {
+export async function claimDatabase(connectionString: string, log: DatabaseOwnerLog, taken?: () => void): Promise<() => Promise<void>> {
   let client = await lockingClient(connectionString);
   if (!client) {
     throw new Error('another server holds this database (single-node mode allows one); stop it first, or give this one its own database');
@@ -73,6 +74,11 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
             return;
           }
           log.error({}, 'another server holds this database now; this one must stop (single-node mode allows one)');
+          if (taken && !released) {
+            released = true;
+            taken();
+            return;
+          }
           reclaim();
         },
         () => reclaim(),
