@@ -93,7 +93,7 @@ export class Accounts {
     };
     const first = await reserve();
     let claim = first.claim;
-    if (claim?.type === 'handle.taken' && !claim.bound && (await this.#abandon(claim.accountId, first.reservedUntil))) claim = (await reserve(claim.accountId)).claim;
+    if (claim?.type === 'handle.taken' && !claim.bound && (await this.#abandon(claim.accountId, first.reservedUntil, input.thumbprint))) claim = (await reserve(claim.accountId)).claim;
     let accountId: string;
     let proof: EnrolmentStarted['proof'];
     if (claim?.type === 'handle.reserved' && claim.accountId === newAccountId) {
@@ -211,17 +211,18 @@ export class Accounts {
    * Whether the account holding a reservation was abandoned: its first enrolment lapsed (ended here if it is past its
    * deadline and its timer has not come yet), so it can never complete, or it was never opened though the handle was
    * reserved for it longer ago than a start takes (`reservedUntil`: the reservation's end), so its start died in
-   * between. One that was opened and completed, even with its handle still unbound (a crash before the bind), has
-   * devices and is never abandoned.
+   * between, or its first enrolment is of the key asking again (`thumbprint`: a start whose answer was lost). One that
+   * was opened and completed, even with its handle still unbound (a crash before the bind), has devices and is never
+   * abandoned.
    */
-  async #abandon(accountId: string, reservedUntil: number | null): Promise<boolean> {
+  async #abandon(accountId: string, reservedUntil: number | null, thumbprint: string): Promise<boolean> {
     const account = await this.account(accountId);
     if (Object.keys(account.devices).length > 0) return false;
     if (account.handle === null) {
       const reservedAt = reservedUntil === null ? undefined : reservedUntil - HANDLE_RESERVATION_MARGIN_MS - ENROLMENT_TTL_MS;
       if (reservedAt === undefined || this.#clock.now() - reservedAt < UNOPENED_HOLDER_GRACE_MS) return false;
     } else if (Object.keys(account.enrolments).length === 0) return true;
-    const reply = await this.#host.send('account', accountId, { type: 'account.lapse' });
+    const reply = await this.#host.send('account', accountId, { type: 'account.lapse', thumbprint });
     // Its timer may have abandoned it since the read (then the lapse finds nothing to do): abandoned all the same.
     return this.#emitted<AccountEmitted>(reply)?.type === 'account.lapsed' || reply.snapshot.value === 'abandoned';
   }

@@ -50,8 +50,12 @@ export type AccountEvent =
   | { readonly type: 'account.device.remove'; readonly deviceId: string; readonly byDeviceId: string; readonly at: number }
   | { readonly type: 'account.devices.revokeOthers'; readonly byDeviceId: string; readonly at: number }
   | { readonly type: 'account.signOut'; readonly deviceId: string; readonly at: number }
-  /** Ends a first enrolment past its deadline now, without waiting for its timer (see `abandoned`). */
-  | { readonly type: 'account.lapse'; readonly at: number }
+  /**
+   * Ends a first enrolment past its deadline now, without waiting for its timer (see `abandoned`): a new start asks for
+   * this account's handle. `thumbprint`: the key of the device starting it; the same key as the first enrolment's is
+   * that device starting again (its answer was lost), which may take the handle over at once.
+   */
+  | { readonly type: 'account.lapse'; readonly thumbprint?: string; readonly at: number }
   | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
 
 export type AccountRefusalCode =

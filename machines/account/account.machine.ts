@@ -166,8 +166,11 @@ export const accountMachine = setup({
         },
         // Asked by a new enrolment for the handle: once abandoned here, in the account's own order, no completion can
         // follow, so the handle may go to the new account at once.
+        // The same device key starting again (a start whose answer was lost) ends it too: only that key's holder could
+        // complete it, and that holder has just asked for a new enrolment instead.
         'account.lapse': {
-          guard: ({ context, event }) => Object.values(context.enrolments).every((e) => event.at >= e.expiresAt),
+          guard: ({ context, event }) =>
+            Object.values(context.enrolments).every((e) => event.at >= e.expiresAt || (event.thumbprint !== undefined && e.device.thumbprint === event.thumbprint)),
           target: 'abandoned',
           actions: [assign(({ event }) => ({ enrolments: {}, abandonedAt: event.at })), emit({ type: 'account.lapsed' })],
         },

@@ -66,4 +66,20 @@ test('a start that died between reserving the handle and opening its account: af
   assert.equal([late.emitted, late.snapshot.value], [[], 'abandoned']);
 });
 
+test('a start whose answer was lost (committed, then the crash): the same device key starting again after a restart takes the handle over', async () => {
+  const device = await timedDevice('lost answer');
+  const lost = await startEnrolment(server.url, 'lostanswer', device);
+  await lifecycle.restart();
+  const again = await startEnrolment(server.url, 'lostanswer', device);
+  assert.is(again.proof, 'possession');
+  assert.is.not(again.enrolmentId, lost.enrolmentId);
+  const completed = await device.request(server.url, 'POST', '/v1/enrol/complete', { enrolmentId: again.enrolmentId, nonce: again.nonce }, { bindBody: true });
+  assert.is(completed.status, 201, await completed.clone().text());
+});
+
+test('another device key still cannot take a handle over while its first enrolment runs', async () => {
+  await startEnrolment(server.url, 'pending', await timedDevice('first'));
+  await assertProblem(await enrolStart('pending', await timedDevice('stranger')), 409, 'handle_unavailable');
+});
+
 test.run();
