@@ -16,7 +16,7 @@ const RESULTS =
 
 const REFUSALS =
   'Refusal codes (`response.error.code`): the room\'s own are listed with the room rules below. The control plane adds: ' +
-  '`not_joined` (send `room.join` first, or the connection closed while the request ran); `scope_missing` (the grant ' +
+  '`not_joined` (send `room.join` first, or the connection closed while the request ran, or a `room.leave` the room applied after a `room.join` undid it before the join completed); `scope_missing` (the grant ' +
   'lacks the scope the request needs: `media:join-space` or `media:direct-call` to join, `media:request-speak` for ' +
   '`floor.take`, `hand.raise` and `speaker.accept`, `media:publish` for `produce` and `screen.start`); `media_scope_unknown` (the space is no longer configured); `direct_call_limit` (`room.join` of a ' +
   `direct call while the person is in ${DIRECT_CALLS_PER_PERSON} calls of the Environment already, counting those ` +

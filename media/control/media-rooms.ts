@@ -91,6 +91,11 @@ interface LiveRoom {
   readonly policy: RoomPolicy;
   /** Highest revision broadcast or waiting to be, so a late view never overwrites a newer one. */
   revision: number;
+  /**
+   * The newest room state whose changes were applied here. A join installs its connection a step after the room
+   * applied it; a leave the room applied after the join may have been applied here in between.
+   */
+  applied: MediaRoomContext | null;
   /** The newest view: every member is sent it before anything else (see ROOM_STATE_INTERVAL_MS). */
   view: RoomView | null;
   /** `view` as the messages that carry it (`room.state` and its pages), made when first sent. */
@@ -430,6 +435,12 @@ export class MediaRooms implements MediaRoomsPort {
       else await this.#send(live, { type: 'member.drop', memberId, connectionId: conn.id });
       throw new MediaRequestError('not_joined', 'the connection closed while joining');
     }
+    const newest = live.applied;
+    if (newest && newest.revision > context.revision && !newest.members.some((m) => m.memberId === memberId && m.connectionId === conn.id)) {
+      // A later change the room applied took this connection out (its own room.leave sent right behind the join, or
+      // the leave of a connection this one replaced): installed now, it would be served media the room does not grant.
+      throw new MediaRequestError('not_joined', 'the member left the room before this join completed');
+    }
     const previous = live.members.get(memberId);
     if (previous && previous !== conn) {
       live.media.removePeer(memberId);
@@ -578,6 +589,7 @@ export class MediaRooms implements MediaRoomsPort {
       producers: new Map(),
       rtpCapabilities: new Map(),
       revision: -1,
+      applied: null,
       view: null,
       viewMessages: null,
       viewPending: false,
@@ -631,6 +643,7 @@ export class MediaRooms implements MediaRoomsPort {
 
   /** Closes media that lost its right to flow and shows everyone the new view. */
   #applyChanges(live: LiveRoom, changes: readonly RoomChange[], context: MediaRoomContext | undefined): void {
+    if (context && (live.applied === null || context.revision >= live.applied.revision)) live.applied = context;
     for (const change of changes) {
       if (change.kind === 'seat.freed') this.#closeProducers(live, change.memberId, 'microphone');
       else if (change.kind === 'screen.stopped') this.#closeProducers(live, change.memberId, 'screen');
