@@ -355,12 +355,15 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   }
 
   async resumeConsumer(peerId: string, consumerId: string): Promise<void> {
-    await this.#peer(peerId).consumer(consumerId).consumer.resume();
+    // A peer with no media yet has no consumer either: that, not a missing transport, is what the client got wrong.
+    const peer = this.#peerIfAny(peerId);
+    if (!peer) throw new MediaError('consumer_not_found', `peer ${peerId} has no consumer ${consumerId}`);
+    await peer.consumer(consumerId).consumer.resume();
   }
 
   /** Closes the producer; its consumers are closed and reported through `producerclosed`. */
   closeProducer(peerId: string, producerId: string): void {
-    const producer = this.#peer(peerId).producers.get(producerId);
+    const producer = this.#peerIfAny(peerId)?.producers.get(producerId);
     if (!producer) throw new MediaError('producer_not_found', `peer ${peerId} has no producer ${producerId}`);
     producer.close();
   }
@@ -393,10 +396,15 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   }
 
   #peer(peerId: string): PeerMedia {
-    if (this.#closed) throw new MediaError('room_closed', `room ${this.roomId} is closed`);
-    const peer = this.#peers.get(peerId);
+    const peer = this.#peerIfAny(peerId);
     if (!peer) throw new MediaError('peer_not_found', `room ${this.roomId} has no media for peer ${peerId}`);
     return peer;
+  }
+
+  /** The peer's media, undefined before its first transport (or after it left); refused once the room is closed. */
+  #peerIfAny(peerId: string): PeerMedia | undefined {
+    if (this.#closed) throw new MediaError('room_closed', `room ${this.roomId} is closed`);
+    return this.#peers.get(peerId);
   }
 
   async #place<T extends types.WebRtcTransport | types.PlainTransport>(

@@ -108,7 +108,7 @@ test('transport mode: opus and VP8 with the audio level extension; WebRTC transp
       () => room.produce('alice', send.id, { kind: 'audio', rtpParameters: { codecs: [] }, appData: { source: 'screen' } }),
       (e: unknown) => e instanceof MediaError && e.code === 'invalid_source',
     );
-    assert.throws(() => room.closeProducer('bob', 'x'), (e: unknown) => e instanceof MediaError && e.code === 'peer_not_found');
+    assert.throws(() => room.closeProducer('bob', 'x'), (e: unknown) => e instanceof MediaError && e.code === 'producer_not_found');
   } finally {
     room.close();
   }
