@@ -339,6 +339,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
       // The producer closed while it was piped to this router (mediasoup's NotFoundError): a listener consuming what
       // was just announced as it ends, as on the main router, not a failure of the room.
       if (!this.#sources.has(producerId)) throw new MediaError('producer_not_found', `producer ${producerId} closed`);
+      // The listener left meanwhile, and the router made for it went with its last transport.
+      if (peer.closed || router.closed) throw new MediaError('peer_not_found', `peer ${peerId} left while consuming`);
       throw error;
     }
     if (!this.#sources.has(producerId)) throw new MediaError('producer_not_found', `producer ${producerId} closed`);
@@ -426,7 +428,9 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
       const placed = this.#placement.then(async () => {
         const router = await this.#recvRouter();
         const transport = await create(router.router);
-        router.addRecvTransport(transport);
+        const placedHere: types.Transport = transport;
+        router.addRecvTransport(placedHere);
+        placedHere.observer.once('close', () => this.#retireIfIdle(router));
         return this.#adopt(peerId, direction, router, transport);
       });
       this.#placement = placed.catch(() => undefined);
@@ -447,6 +451,22 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     if (!peer) this.#peers.set(peerId, (peer = new PeerMedia(peerId)));
     peer.addTransport({ transport, direction, router, connectCalled: false });
     return transport;
+  }
+
+  /**
+   * A router other than the main one whose last recv transport closed goes, with the pipes that fed it: kept, it would
+   * take a copy of every packet of the producers piped there for nobody. In the placement queue, so a placement
+   * already on its way to it finishes first (and keeps it), and a later one does not find it.
+   */
+  #retireIfIdle(router: RoomRouter): void {
+    const retired = this.#placement.then(() => {
+      // A router closed under its transports is a lost worker's: #recover drops it and tells the peers it had.
+      if (this.#closed || router.closed || router === this.#routers[0] || router.recvTransports > 0 || !this.#routers.includes(router)) return;
+      this.#routers = this.#routers.filter((r) => r !== router);
+      router.close();
+      this.#logger?.info({ roomId: this.roomId, routers: this.#routers.length, pid: router.pid }, 'room left a router nobody listened on');
+    });
+    this.#placement = retired.catch(() => undefined);
   }
 
   /** The first router with room for one more listener, or a new one on the least-loaded other worker. */

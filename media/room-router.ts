@@ -51,6 +51,11 @@ export class RoomRouter {
     return !this.closed && this.reserved(perRecvTransport) + Math.max(1, perRecvTransport) <= budget;
   }
 
+  /** Open recv transports placed here. */
+  get recvTransports(): number {
+    return this.#recvTransports.size;
+  }
+
   /** Call right after creating a recv transport on this router, before it consumes. */
   addRecvTransport(transport: types.Transport): void {
     this.#recvTransports.set(transport, 0);
