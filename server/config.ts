@@ -58,6 +58,9 @@ const EnvSchema = z.object({
   MEDIA_CALLBACK_ALLOW_LOOPBACK: z.enum(['0', '1']).default('0'),
 });
 
+/** The names of every variable read, for the test that holds the README's configuration table to them. */
+export const CONFIG_VARIABLES: readonly string[] = Object.freeze(Object.keys(EnvSchema.shape));
+
 export interface Config {
   readonly port: number;
   readonly host: string;
