@@ -227,9 +227,10 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
       description:
         'Events the stored snapshot covers are kept ACTOR_JOURNAL_RETENTION_DAYS (default 30; 0 keeps all) after they ' +
         'were accepted; the events after the snapshot always stay, since they are part of the state, and so do the ' +
-        'newest commit\'s. An ended actor (a released or revoked Runtime session, a Media room empty since) goes whole, ' +
-        'journal and snapshot, ACTOR_ENDED_RETENTION_DAYS (default 30; 0 keeps them) after its end: its journal then reads ' +
-        'empty, and the actor itself 404.',
+        'newest commit\'s. An ended actor (a released, revoked or idled-out Runtime session) goes whole, journal and ' +
+        'snapshot, ACTOR_ENDED_RETENTION_DAYS (default 30; 0 keeps them) after its end: its journal then reads empty, and ' +
+        'the actor itself 404. A kind that keeps less goes sooner whatever these say: a Media room\'s covered events an ' +
+        'hour after they were accepted, and the room whole an hour after its last member left.',
       params: ActorParams,
       query: z.strictObject({
         limit: z.coerce.number().int().min(1).max(500).default(50),
