@@ -171,6 +171,16 @@ test('the control channel: control token only, read-only, streams activity; open
   clock.advance(60_000);
 });
 
+test('the control channel takes no message: one over its 1 KiB limit closes it 1009 (too large), not 1008', async () => {
+  const page = await ida.runtime(env);
+  await page.createSession();
+  const control = await connect(controlUrl(server.url), RuntimeClient.subprotocols(await controlToken(page)), env.origin);
+  assert.is((await control.next('session.activity')).reason, 'connected');
+  control.send({ type: 'presence.update', state: 'x'.repeat(1_100) });
+  assert.is((await control.closed).code, 1009);
+  await page.release();
+});
+
 test('the control channel never ends on an older state than the session has, however activations race', async () => {
   const a = await jon.runtime(env);
   await a.createSession();
