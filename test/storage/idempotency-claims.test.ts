@@ -49,4 +49,16 @@ test('a claimant whose claim expired and was taken over cannot complete the new 
   assert.equal(await store.begin(scope, key, fingerprint), { kind: 'replay', result: result('from B') });
 });
 
+test('a result is replayed for retentionSeconds (IDEMPOTENCY_RETENTION_SECONDS), then the key is free again and swept', async () => {
+  const brief = new PostgresIdempotencyStore(db.connection.db, { retentionSeconds: 0.5, claimTimeoutSeconds: 60 });
+  const [scope, key] = ['account:r', 'idem-key-retention01'];
+  await brief.complete(scope, key, tokenOf(await brief.begin(scope, key, 'fp-1')), result('first'));
+  assert.equal(await brief.begin(scope, key, 'fp-1'), { kind: 'replay', result: result('first') }, 'within retention: replayed');
+  assert.equal(await brief.begin(scope, key, 'fp-2'), { kind: 'mismatch' }, 'within retention: another request is refused');
+  await sleep(700);
+  const swept = await brief.sweep();
+  assert.ok(swept.removed >= 1 && swept.done, 'the sweep removes the expired record');
+  assert.is((await brief.begin(scope, key, 'fp-2')).kind, 'started', 'past retention: the key starts afresh');
+});
+
 test.run();
