@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -8,7 +8,8 @@ import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../server/config.j
  * README.md's Configuration table is the newcomer's list of settings: it names every variable the server reads, no
  * other, and each default it writes as a plain value is the one the server uses.
  */
-const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+const ROOT = new URL('../../../', import.meta.url);
+const README = readFileSync(new URL('README.md', ROOT), 'utf8');
 const section = README.split('\n## Configuration\n')[1]?.split('\n## ')[0] ?? '';
 const rows = [...section.matchAll(/^\| `([A-Z0-9_]+)` \| ([^|]*) \|/gm)].map(([, name, cell]) => ({ name: name!, cell: cell!.trim() }));
 
@@ -55,6 +56,24 @@ test('the defaults the table writes in words: unset, one worker per core, hostna
   assert.is(defaults.mediaAnnouncedAddress, undefined);
   assert.is(defaults.mediaWorkers, undefined, 'MEDIA_WORKERS unset: the pool starts one per core');
   assert.is(defaults.nodeId, `${hostname()}-${process.pid}`);
+});
+
+/** The product's sources (what `npm start` and `registry-admin` run), not tests, benches or scripts. */
+const SOURCE_FOLDERS = ['actors', 'bin', 'identity', 'machines', 'media', 'plugins', 'runtime', 'server', 'storage', 'transport'];
+
+test('every other variable the sources read is named in the Configuration section (below the table)', () => {
+  const read = new Set<string>();
+  for (const folder of SOURCE_FOLDERS) {
+    for (const file of readdirSync(new URL(`${folder}/`, ROOT), { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts')) continue;
+      const text = readFileSync(new URL(`${folder}/${file}`, ROOT), 'utf8');
+      for (const [, name] of text.matchAll(/\b(?:process\.)?env\.([A-Z][A-Z0-9_]*)/g)) read.add(name!);
+    }
+  }
+  read.delete('HOME');
+  assert.ok(read.has('UWS_USE_FALLBACK'), 'the scan finds process.env reads');
+  const unnamed = [...read].filter((name) => !section.includes(`\`${name}\``)).sort();
+  assert.equal(unnamed, [], `read by the sources but not named under ## Configuration: ${unnamed.join(', ')}`);
 });
 
 test.run();
