@@ -171,4 +171,23 @@ test('each run is counted in the server metrics: done, unfinished or failed, and
   assert.match(text, /registry_sweep_runs_total\{outcome="failed",sweep="counted"\} [1-9]/);
 });
 
+test('a cycling sweep (the journal\'s): a run left unfinished is `continuing`, with no warning, and a finished cycle rests restMs', async () => {
+  const metrics = createServerMetrics({ liveActors: () => new Map(), httpInFlight: () => 0 });
+  const warnings: unknown[] = [];
+  const outcomes = [{ removed: 2, done: false }, { removed: 1, done: true }];
+  const startedAt: number[] = [];
+  const schedule = scheduleSweep('cycling', async () => {
+    startedAt.push(performance.now());
+    return outcomes[startedAt.length - 1] ?? { removed: 0, done: true };
+  }, { intervalMs: 5, restMs: 400, unfinishedIsNormal: true, logger: { info: () => {}, warn: (...args: unknown[]) => warnings.push(args) }, observer: metrics.sweeps });
+  await waitFor(() => (startedAt.length >= 3 ? true : undefined), 'the run after the rest');
+  await schedule.stop();
+  const text = metrics.render();
+  assert.ok(text.includes('registry_sweep_runs_total{outcome="continuing",sweep="cycling"} 1'), text);
+  assert.not.ok(text.includes('outcome="unfinished",sweep="cycling"'));
+  assert.equal(warnings, []);
+  assert.ok(startedAt[1]! - startedAt[0]! < 300, 'an unfinished cycle goes on an interval later');
+  assert.ok(startedAt[2]! - startedAt[1]! >= 390, `a finished one rests: ${Math.round(startedAt[2]! - startedAt[1]!)} ms`);
+});
+
 test.run();
