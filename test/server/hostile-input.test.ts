@@ -84,4 +84,27 @@ test('a client that goes away in the middle of its body leaves no request in fli
   await waitFor(async () => (await inFlight()) === 0, 'abandoned requests to leave the in-flight count');
 });
 
+test('a parameter or member named __proto__ (plain or escaped) is 400 validation_failed naming it: query, form body, JSON body', async () => {
+  const ops = { authorization: `Bearer ${OPS_TOKEN}` };
+  const query = await refusalOf(await fetch(`${server.opsUrl}/registry/audit?__proto__=x`, { headers: ops }));
+  const form = await fetch(`${server.url}/v1/oidc/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=authorization_code&code=c&__proto__=x',
+  });
+  const formBody = (await form.json()) as Record<string, unknown>;
+  const escaped = await refusalOf(
+    await fetch(`${server.opsUrl}/registry/environments`, {
+      method: 'POST',
+      headers: { ...ops, 'content-type': 'application/json' },
+      body: '{"environmentId":"proto-env","origin":"https://proto.example","ownerHandle":"nobody","redirectUris":[],"\\u005f_proto__":{"admin":true}}',
+    }),
+  );
+  assert.equal(query, { status: 400, code: 'validation_failed', details: [{ pointer: '/__proto__', in: 'query', code: 'unrecognized', message: '`__proto__` is not a parameter any request takes' }] });
+  assert.equal([form.status, formBody.code], [400, 'validation_failed'], JSON.stringify(formBody));
+  assert.equal(escaped.status, 400);
+  assert.is(escaped.code, 'validation_failed');
+  assert.equal((escaped.details as Array<{ pointer: string }>).map((d) => d.pointer), ['/__proto__']);
+});
+
 test.run();
