@@ -12,7 +12,8 @@ import { waitFor } from '../support/wait.js';
 const OPS_TOKEN = 'operator-token-0123456789';
 let server: TestServer;
 
-withTestServer(test, (started) => ({ server } = started), productParts, { OPS_TOKEN });
+const MAX_BODY_BYTES = 4096;
+withTestServer(test, (started) => ({ server } = started), productParts, { OPS_TOKEN, MAX_BODY_BYTES: String(MAX_BODY_BYTES) });
 
 interface Refusal {
   readonly status: number;
@@ -105,6 +106,14 @@ test('a parameter or member named __proto__ (plain or escaped) is 400 validation
   assert.equal(escaped.status, 400);
   assert.is(escaped.code, 'validation_failed');
   assert.equal((escaped.details as Array<{ pointer: string }>).map((d) => d.pointer), ['/__proto__']);
+});
+
+test('MAX_BODY_BYTES bounds a request body: one byte over is 413 body_too_large, at the limit it is read', async () => {
+  const sized = (bytes: number) => JSON.stringify({ passport: 'x'.repeat(bytes - JSON.stringify({ passport: '' }).length) });
+  const post = (body: string) => fetch(`${server.url}/v1/auth/passports/introspect`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  assert.equal(await refusalOf(await post(sized(MAX_BODY_BYTES + 1))), { status: 413, code: 'body_too_large', details: undefined });
+  const within = await post(sized(MAX_BODY_BYTES));
+  assert.equal([within.status, await within.json()], [200, { active: false, reason: 'invalid' }]);
 });
 
 test.run();
