@@ -267,7 +267,9 @@ export async function startServer(
     // Built now so a bad route schema stops the start; rebuilt once listening when its server URL is the listening one
     // (PORT=0, a specific HOST), so it names the same URL as the tokens' issuer.
     // Fixed: the gateway serialises each document once (it does not change), not on every request.
-    const documentFor = (serverUrl: string) => new FixedJson(buildOpenApiDocument(routes, { serverUrl, tags: API_TAGS }));
+    // The description states this server's limits, not the defaults.
+    const limits = { idempotencyRetentionSeconds: config.idempotencyRetentionSeconds, deviceAssertionsPerDevice: config.deviceAssertionsPerDevice };
+    const documentFor = (serverUrl: string) => new FixedJson(buildOpenApiDocument(routes, { serverUrl, tags: API_TAGS, limits }));
     openApi = documentFor(config.publicBaseUrl ?? `http://127.0.0.1:${config.port}`);
 
     const gateway = new HttpGateway({

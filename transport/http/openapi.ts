@@ -3,6 +3,7 @@ import { apiSchemas } from './api-schemas.js';
 import { credentialHeaders, credentialRequirements, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
 import { MAX_ERROR_DETAILS, statusTitle } from './errors.js';
 import type { AnyRoute, RequestHeaderSpec } from './route.js';
+import { REPLAY_GUARD_PER_DEVICE } from '../../identity/device-assertion.js';
 
 export const API_VERSION = '0.1.0-alpha.7';
 
@@ -11,9 +12,23 @@ type Json = Record<string, unknown>;
 export interface OpenApiOptions {
   readonly serverUrl: string;
   readonly tags: Readonly<Record<string, string>>;
+  /**
+   * Limits the description states, as this server applies them (IDEMPOTENCY_RETENTION_SECONDS,
+   * DEVICE_ASSERTIONS_PER_DEVICE): a client reads the document, not the server's configuration. Defaults when absent.
+   */
+  readonly limits?: { readonly idempotencyRetentionSeconds: number; readonly deviceAssertionsPerDevice: number };
 }
 
-const DESCRIPTION = `Public \`/v1\` API of the registry service.
+/** The server's defaults (server/config.ts), read when a document is built. */
+const defaultLimits = (): NonNullable<OpenApiOptions['limits']> => ({ idempotencyRetentionSeconds: 24 * 3600, deviceAssertionsPerDevice: REPLAY_GUARD_PER_DEVICE });
+
+/** `24 hours`, `1 hour`, `90 minutes`, `45 seconds`: the largest unit the duration is a whole number of. */
+function duration(seconds: number): string {
+  const [count, unit] = seconds % 3600 === 0 ? [seconds / 3600, 'hour'] : seconds % 60 === 0 ? [seconds / 60, 'minute'] : [seconds, 'second'];
+  return `${count} ${unit}${count === 1 ? '' : 's'}`;
+}
+
+const description = (limits: NonNullable<OpenApiOptions['limits']>): string => `Public \`/v1\` API of the registry service.
 
 **Errors.** Runtime authorization, account-policy, fencing and coordination failures use a flat RFC 7807
 \`application/problem+json\` body (\`Problem\`); validation, catalog and management failures use the nested
@@ -37,7 +52,7 @@ response names the origin in \`Access-Control-Allow-Origin\` and exposes \`ETag\
 Bearer tokens only: credentials mode (cookies) is never allowed.
 
 **Idempotency.** Operations that take an \`Idempotency-Key\` (16 to 128 characters of \`A-Z a-z 0-9 . _ ~ -\`)
-run at most once per caller and key for 24 hours: an identical retry (same method, path, query and JSON body) replays
+run at most once per caller and key for ${duration(limits.idempotencyRetentionSeconds)}: an identical retry (same method, path, query and JSON body) replays
 the original body with \`Idempotent-Replayed: true\`, under \`200\` when the original was \`201\` or \`202\` and under
 the original status otherwise; a different request under the same key is refused with
 \`422 idempotency_key_reused\`; a retry while the first is still running gets \`409 idempotency_request_in_progress\`.
@@ -51,8 +66,9 @@ single use) and, on body-bound operations, \`bdh\` (base64url SHA-256 of the exa
 \`device_assertion_required\`, \`device_assertion_invalid\`, \`device_assertion_mismatch\`, \`device_assertion_expired\`,
 \`device_assertion_replayed\`, \`device_assertion_body_mismatch\`, \`device_unknown\`, \`device_removed\`,
 \`device_not_enrolled\`. No bearer of any kind is accepted where a device assertion is required. Each used \`jti\` is
-remembered until it leaves its window (\`iat\` + 60 s), and a device may hold 6,000 of them at once (100 requests a
-second sustained): past that, that device alone is refused \`429 device_assertion_quota_exceeded\` (Problem) with
+remembered until it leaves its window (\`iat\` + 60 s), and a device may hold ${limits.deviceAssertionsPerDevice.toLocaleString('en-US')} of them at once${
+  limits.deviceAssertionsPerDevice >= 60 ? ` (${Math.floor(limits.deviceAssertionsPerDevice / 60)} requests a
+second sustained)` : ''}: past that, that device alone is refused \`429 device_assertion_quota_exceeded\` (Problem) with
 \`Retry-After\` (seconds until its earliest id leaves the window); other devices are not affected. Past 1,000,000 ids
 held by all devices together (a memory backstop) every device gets \`503 replay_guard_full\` with \`Retry-After: 1\`.
 
@@ -94,7 +110,7 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
     info: {
       title: 'Registry Platform API',
       version: API_VERSION,
-      description: DESCRIPTION,
+      description: description(options.limits ?? defaultLimits()),
       license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: options.serverUrl }],
