@@ -577,16 +577,21 @@ export class OAuthGrants {
    * grant (another account's grant is indistinguishable from a missing one); revoking a revoked grant is a no-op.
    */
   async revokeOwned(accountId: string, grantId: string, kind: GrantKind, reason: string): Promise<{ revokedAt: number } | undefined> {
-    const row = await this.#d.db
-      .selectFrom('oauth_grants')
-      .select(['revoked_at'])
+    const { db, clock } = this.#d;
+    const owned = db.selectFrom('oauth_grants').select('revoked_at').where('id', '=', grantId).where('account_id', '=', accountId).where('kind', '=', kind);
+    // Revoked and answered by one statement, else read back: a revocation that lost the race to another one answers the
+    // time stored by the winner, never a clock reading of its own that no row holds.
+    const revoked = await db
+      .updateTable('oauth_grants')
+      .set({ revoked_at: new Date(clock.now()), revoked_reason: reason })
       .where('id', '=', grantId)
       .where('account_id', '=', accountId)
       .where('kind', '=', kind)
+      .where('revoked_at', 'is', null)
+      .returning('revoked_at')
       .executeTakeFirst();
-    if (!row) return undefined;
-    if (row.revoked_at) return { revokedAt: row.revoked_at.getTime() };
-    return { revokedAt: await this.#revoke(grantId, reason) };
+    const row = revoked ?? (await owned.executeTakeFirst());
+    return row?.revoked_at ? { revokedAt: row.revoked_at.getTime() } : undefined;
   }
 
   /**
@@ -617,15 +622,13 @@ export class OAuthGrants {
     return grant;
   }
 
-  async #revoke(grantId: string, reason: string): Promise<number> {
-    const now = this.#d.clock.now();
+  async #revoke(grantId: string, reason: string): Promise<void> {
     await this.#d.db
       .updateTable('oauth_grants')
-      .set({ revoked_at: new Date(now), revoked_reason: reason })
+      .set({ revoked_at: new Date(this.#d.clock.now()), revoked_reason: reason })
       .where('id', '=', grantId)
       .where('revoked_at', 'is', null)
       .execute();
-    return now;
   }
 
   async #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): Promise<string> {
