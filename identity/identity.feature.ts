@@ -172,7 +172,7 @@ export const identityFeature: ServerParts = {
       routes: [
         ...enrolmentRoutes({ accounts, keys, clock, issuer: publicUrl }),
         ...accountSessionRoutes({ sessions, directory, grants, admins, reviewers }),
-        ...reviewHostRoutes({ reviewers }),
+        ...reviewHostRoutes({ accounts, reviewers }),
         ...oidcRoutes({ accounts, sessions, directory, grants, issuer: publicUrl, clock }),
         ...managementSessionRoutes({ accounts, sessions, directory, grants, admins, identify }),
         ...platformAdminRoutes({ accounts, admins, reviewers }),

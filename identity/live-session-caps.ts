@@ -23,7 +23,7 @@ export const LIVE_SESSION_CAPS = Object.freeze({
   console: 20,
   /** Desktop management sessions (1 h) of the current account epoch: the 21st is refused. */
   desktop: 20,
-  /** Review host capabilities (15 min): the 21st is refused. */
+  /** Review host capabilities (15 min) of the account's enrolled devices: the 21st is refused. */
   reviewCapability: 20,
 });
 

@@ -80,8 +80,12 @@ export class ReviewerAuthorities {
    * the account's capabilities) either waits for the issuance and ends its capability too, or commits first and the
    * issuance finds no authority: a capability never outlives the revocation it raced. At most
    * LIVE_SESSION_CAPS.reviewCapability live per account: past that, 429 `review_host_capability_quota_exceeded`.
+   * `removedDeviceIds`: the account's removed devices, whose capabilities are not counted: nobody can use or release
+   * them any more (both need the device's assertion), so counted they would hold the account's places for their 15
+   * minutes, a stolen device's filling the cap before its removal. A device removed after they were read is still
+   * counted, which only refuses sooner.
    */
-  async issueCapability(accountId: string, deviceId: string): Promise<{ id: string; token: string; expiresAt: number } | undefined> {
+  async issueCapability(accountId: string, deviceId: string, removedDeviceIds: readonly string[]): Promise<{ id: string; token: string; expiresAt: number } | undefined> {
     return this.#db.transaction().execute(async (trx) => {
       // The account's issuances take turns (an advisory lock, before the authority's row lock): of issuances racing at
       // the cap exactly the places left are made.
@@ -95,6 +99,7 @@ export class ReviewerAuthorities {
         .where('account_id', '=', accountId)
         .where('revoked_at', 'is', null)
         .where('expires_at', '>', new Date(now))
+        .$if(removedDeviceIds.length > 0, (qb) => qb.where('device_id', 'not in', removedDeviceIds))
         .executeTakeFirstOrThrow();
       const cap = LIVE_SESSION_CAPS.reviewCapability;
       if (Number(live.count) >= cap) {

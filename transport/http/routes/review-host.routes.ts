@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import type { Accounts } from '../../../identity/accounts.js';
 import { idPattern } from '../../../identity/ids.js';
 import { LIVE_SESSION_CAPS } from '../../../identity/live-session-caps.js';
 import type { ReviewerAuthorities } from '../../../identity/reviewer-authorities.js';
@@ -25,7 +26,7 @@ const IssuedReviewHostCapability = apiSchema(
 );
 
 /** The review host's capabilities: issued to a reviewer's device, released with that device's proof. */
-export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyRoute[] {
+export function reviewHostRoutes(deps: { accounts: Accounts; reviewers: ReviewerAuthorities }): AnyRoute[] {
   const common = { tags: ['Devices'], errorFormat: 'problem', errors: PROBLEM_TABLE_STATUSES } as const;
   return [
     defineRoute({
@@ -37,7 +38,8 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       description:
         'Under a body-bound device assertion, for an account holding reviewer authority (granted by a platform ' +
         'administrator, revocable; `reviewer_authority_required` otherwise). Lives 15 minutes.\n\n' +
-        `An account holds at most ${LIVE_SESSION_CAPS.reviewCapability} live capabilities: past that, 429 ` +
+        `An account holds at most ${LIVE_SESSION_CAPS.reviewCapability} live capabilities of its enrolled devices (a removed ` +
+        "device's no longer count: nobody can use or release them): past that, 429 " +
         '`review_host_capability_quota_exceeded` with `Retry-After` (seconds until the oldest ends; releasing one frees ' +
         'its place at once). Refused rather than ending the oldest: a running review host holds each.',
       credential: 'deviceAssertion',
@@ -46,8 +48,10 @@ export function reviewHostRoutes(deps: { reviewers: ReviewerAuthorities }): AnyR
       responses: { 201: { description: 'Issued.', schema: IssuedReviewHostCapability } },
       handler: async ({ principal }) => {
         const caller = principalAs(principal, 'deviceAssertion');
+        const account = await deps.accounts.account(caller.accountId);
+        const removed = Object.values(account.devices).filter((d) => d.status === 'removed').map((d) => d.id);
         // Checked and issued in one transaction (see issueCapability): a revocation racing it never leaves it live.
-        const issued = await deps.reviewers.issueCapability(caller.accountId, caller.deviceId);
+        const issued = await deps.reviewers.issueCapability(caller.accountId, caller.deviceId, removed);
         if (!issued) throw new HttpError(403, 'reviewer_authority_required', 'this account holds no reviewer authority', { family: 'account_policy' });
         return {
           status: 201,
