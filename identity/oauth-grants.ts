@@ -369,10 +369,23 @@ export class OAuthGrants {
       .returningAll()
       .executeTakeFirst();
     if (!burnt) {
-      const spent = await db.selectFrom('oauth_codes').select(['grant_id']).where('code_hash', '=', codeHash).executeTakeFirst();
+      const spent = await db
+        .selectFrom('oauth_codes as c')
+        .leftJoin('browser_sessions as s', 's.id', 'c.session_id')
+        .select(['c.grant_id', 'c.session_id', 's.revoked_at as session_revoked_at'])
+        .where('c.code_hash', '=', codeHash)
+        .executeTakeFirst();
       if (!spent) return invalidGrant('authorization_code_invalid', 'the authorization code is not known');
-      if (spent.grant_id) await this.#revoke(spent.grant_id, 'authorization_code_reuse');
-      return invalidGrant('authorization_code_reused', 'the authorization code was already used; the grant it produced is revoked');
+      if (spent.grant_id) {
+        await this.#revoke(spent.grant_id, 'authorization_code_reuse');
+        return invalidGrant('authorization_code_reused', 'the authorization code was already used; the grant it produced is revoked');
+      }
+      // Spent without a grant: by its browser's logout (which spends the codes nobody exchanged yet), or by a refused
+      // attempt. The logout's is no reuse, and an honest page racing its own logout must not be told of a replay.
+      if (spent.session_id !== null && spent.session_revoked_at !== null) {
+        return invalidGrant('authorization_code_invalid', 'the browser that authorized this code has signed out since');
+      }
+      return invalidGrant('authorization_code_reused', 'the authorization code was already presented once');
     }
     if (burnt.client_id !== input.client.clientId) return invalidGrant('authorization_code_invalid', 'the authorization code was issued to another client');
     if (burnt.session_id !== null) {
