@@ -19,12 +19,17 @@ export async function enrolFirst(baseUrl: string, handle: string, from?: string)
  * per client address admits from one address: the gateway takes the address from the socket, as it should.
  */
 export async function startEnrolment(baseUrl: string, handle: string, device: DeviceClient, from?: string): Promise<Record<string, string>> {
-  const body = JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } });
-  const { status, text } = from === undefined ? await postJson(`${baseUrl}/v1/enrol/start`, body) : await postJsonFrom(from, `${baseUrl}/v1/enrol/start`, body);
+  const { status, text } = await requestEnrolment(baseUrl, handle, device, from);
   assert.is(status, 201, text);
   const started = JSON.parse(text) as Record<string, string>;
   device.deviceId = started.deviceId;
   return started;
+}
+
+/** `POST /v1/enrol/start` as sent, whatever it answers (`from`: see startEnrolment). */
+export function requestEnrolment(baseUrl: string, handle: string, device: DeviceClient, from?: string): Promise<{ status: number; text: string }> {
+  const body = JSON.stringify({ handle, device: { name: device.name, publicKey: device.publicJwk } });
+  return from === undefined ? postJson(`${baseUrl}/v1/enrol/start`, body) : postJsonFrom(from, `${baseUrl}/v1/enrol/start`, body);
 }
 
 async function postJson(url: string, body: string): Promise<{ status: number; text: string }> {
@@ -47,11 +52,11 @@ function postJsonFrom(localAddress: string, url: string, body: string): Promise<
   });
 }
 
-/** Enrols a second device of an existing account, admitted by `admitter` (and on its clock). */
-export async function enrolAnother(baseUrl: string, handle: string, admitter: DeviceClient, name: string): Promise<DeviceClient> {
+/** Enrols a second device of an existing account, admitted by `admitter` (and on its clock); `from`: see startEnrolment. */
+export async function enrolAnother(baseUrl: string, handle: string, admitter: DeviceClient, name: string, from?: string): Promise<DeviceClient> {
   const device = await DeviceClient.generate(name);
   device.now = admitter.now;
-  const started = await startEnrolment(baseUrl, handle, device);
+  const started = await startEnrolment(baseUrl, handle, device, from);
   const decided = await admitter.request(baseUrl, 'POST', '/v1/enrol/approve', { enrolmentId: started.enrolmentId, decision: 'admit' });
   assert.is(decided.status, 204, await decided.clone().text());
   const done = await device.request(baseUrl, 'POST', '/v1/enrol/complete', { enrolmentId: started.enrolmentId, nonce: started.nonce });
