@@ -181,6 +181,35 @@ WITH input AS (
 )
 SELECT grant_id, scopes, nonce, account_id, account_epoch, browser_id, auth_time FROM consumed`;
 
+/**
+ * One statement per batch of refresh rotations, the batch as one array per column (`ROTATION_COLUMNS`, in parameter
+ * order). Spending a refresh token and storing its successor is one statement: a failure leaves the old one unspent,
+ * so the client's retry is a retry, not a reuse. The presented tokens are looked up by key first (`found`, kept apart
+ * from the rest of the plan): left to join the batch, the tokens and their grants in one go, Postgres would at times
+ * start from the grants (every live one, hash-joined on client) and only then find the tokens. Exported for the test
+ * of its locking.
+ */
+export const ROTATION_COLUMNS = ['token_hash', 'next_hash', 'client_id', 'at'] as const satisfies ReadonlyArray<keyof RefreshRotation>;
+
+export const ROTATE_REFRESH_TOKENS = `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS x(token_hash, next_hash, client_id, at)
+), found AS MATERIALIZED (
+  SELECT input.*, t.grant_id FROM input JOIN oauth_refresh_tokens t ON t.token_hash = input.token_hash WHERE t.used_at IS NULL
+), spent AS (
+  UPDATE oauth_refresh_tokens t SET used_at = found.at
+  FROM found JOIN oauth_grants g ON g.id = found.grant_id
+  WHERE t.token_hash = found.token_hash AND t.used_at IS NULL
+    AND g.client_id = found.client_id AND g.revoked_at IS NULL AND g.expires_at > found.at
+  RETURNING t.token_hash, t.grant_id, t.generation, found.next_hash, found.at
+), stored AS (
+  INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
+  SELECT next_hash, grant_id, generation + 1, at FROM spent
+), touched AS (
+  UPDATE oauth_grants g SET last_used_at = spent.at FROM spent WHERE g.id = spent.grant_id
+)
+SELECT g.*, spent.next_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`;
+
 /** One column of a batch, as the array parameter `unnest` reads. */
 function column<T, K extends keyof T>(rows: readonly T[], key: K): Array<T[K]> {
   return rows.map((row) => row[key]);
@@ -235,30 +264,10 @@ export class OAuthGrants {
       const byGrant = new Map(rows.map((r) => [r.grant_id, r]));
       return exchanges.map((e) => byGrant.get(e.grant_id));
     });
-    // Spending a refresh token and storing its successor is one statement: a failure leaves the old one unspent, so
-    // the client's retry is a retry, not a reuse. The presented tokens are looked up by key first (`found`, kept
-    // apart from the rest of the plan): left to join the batch, the tokens and their grants in one go, Postgres
-    // would at times start from the grants (every live one, hash-joined on client) and only then find the tokens.
     this.#rotateRefreshTokens = new StatementBatcher(async (rotations) => {
-      const { rows } = await sql<RotatedRefresh>`
-        WITH input AS (
-          SELECT * FROM unnest(${column(rotations, 'token_hash')}::text[], ${column(rotations, 'next_hash')}::text[],
-            ${column(rotations, 'client_id')}::text[], ${column(rotations, 'at')}::timestamptz[]) AS x(token_hash, next_hash, client_id, at)
-        ), found AS MATERIALIZED (
-          SELECT input.*, t.grant_id FROM input JOIN oauth_refresh_tokens t ON t.token_hash = input.token_hash WHERE t.used_at IS NULL
-        ), spent AS (
-          UPDATE oauth_refresh_tokens t SET used_at = found.at
-          FROM found JOIN oauth_grants g ON g.id = found.grant_id
-          WHERE t.token_hash = found.token_hash AND t.used_at IS NULL
-            AND g.client_id = found.client_id AND g.revoked_at IS NULL AND g.expires_at > found.at
-          RETURNING t.token_hash, t.grant_id, t.generation, found.next_hash, found.at
-        ), stored AS (
-          INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
-          SELECT next_hash, grant_id, generation + 1, at FROM spent
-        ), touched AS (
-          UPDATE oauth_grants g SET last_used_at = spent.at FROM spent WHERE g.id = spent.grant_id
-        )
-        SELECT g.*, spent.next_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`.execute(db);
+      const { rows } = await db.executeQuery<RotatedRefresh>(
+        CompiledQuery.raw(ROTATE_REFRESH_TOKENS, ROTATION_COLUMNS.map((key) => column(rotations, key))),
+      );
       // Keyed by the successor each request brought: if one batch holds the same token twice, the request whose
       // successor was stored is the one that won; the other sees a spent token.
       const byNext = new Map(rows.map((r) => [r.next_hash, r]));
