@@ -151,10 +151,13 @@ export const EXCHANGE_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof CodeExchange>;
 
 export const EXCHANGE_CODES = `
-WITH input AS (
+WITH input AS MATERIALIZED (
+  -- In key order, as the codes are then locked: two batches holding the same codes (a client sending them twice) in
+  -- opposite orders locked them crosswise, and Postgres failed one batch, every exchange in it, as a deadlock.
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
                        $9::timestamptz[], $10::timestamptz[])
     AS x(code_hash, grant_id, kind, client_id, environment_id, redirect_uri, code_challenge, refresh_hash, at, grant_expires_at)
+   ORDER BY code_hash
 ), sessions AS MATERIALIZED (
   -- The authorizing page sessions, held (FOR SHARE) until this statement commits: a browser logout revokes them first,
   -- so it either waits for this exchange and then revokes the grant it made, or this exchange waits for the logout
@@ -195,7 +198,9 @@ export const ROTATE_REFRESH_TOKENS = `
 WITH input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS x(token_hash, next_hash, client_id, at)
 ), found AS MATERIALIZED (
+  -- In key order, as the tokens are then locked (see EXCHANGE_CODES: batches holding the same tokens crosswise deadlock).
   SELECT input.*, t.grant_id FROM input JOIN oauth_refresh_tokens t ON t.token_hash = input.token_hash WHERE t.used_at IS NULL
+   ORDER BY input.token_hash
 ), spent AS (
   UPDATE oauth_refresh_tokens t SET used_at = found.at
   FROM found JOIN oauth_grants g ON g.id = found.grant_id
