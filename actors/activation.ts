@@ -93,9 +93,15 @@ function inertScope(self: AnyActorScope['self'], sink: { actions: ExecutableActi
   };
 }
 
+function eventType(event: unknown): string {
+  const type = typeof event === 'object' && event !== null ? (event as { type?: unknown }).type : undefined;
+  return typeof type === 'string' ? type : 'no type';
+}
+
 /**
  * Rebuilds the committed state: the stored snapshot (or the initial state) with the journal after it replayed. The
- * replayed events' effects ran when they were first handled, so only state is rebuilt.
+ * replayed events' effects ran when they were first handled, so only state is rebuilt. Throws when what is stored does
+ * not fit the machine (a journaled event it no longer handles): that does not restore.
  */
 export function restoreCommitted(
   definition: ActorKind,
@@ -110,7 +116,13 @@ export function restoreCommitted(
   let snapshot = stored ? (self.getSnapshot() as AnyMachineSnapshot) : initialTransition(machine, input)[0];
   for (const record of stored?.tail ?? []) {
     sink.actions = [];
-    snapshot = machine.transition(snapshot, record.event as never, scope) as AnyMachineSnapshot;
+    const next = machine.transition(snapshot, record.event as never, scope) as AnyMachineSnapshot;
+    // Only events that changed the state or asked for actions were journaled. One the machine now ignores (renamed,
+    // no longer accepted there) would drop a committed change from the rebuilt state without a trace.
+    if (next === snapshot && sink.actions.length === 0) {
+      throw new Error(`journal entry at version ${record.version} (${eventType(record.event)}) changes nothing when replayed: the machine no longer handles it as it did`);
+    }
+    snapshot = next;
   }
   // Journals and snapshots written before a kind declared an event ephemeral may still hold what it changed.
   if (definition.ephemeral) snapshot = definition.ephemeral.forget(snapshot as never) as AnyMachineSnapshot;

@@ -1,0 +1,92 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { assign, emit, setup } from 'xstate';
+import { defineActorKind, type ActorKind } from '../../actors/actor-kind.js';
+import { systemClock } from '../../actors/clock.js';
+import { ActorRestoreError } from '../../actors/errors.js';
+import type { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
+import { hostFor, withActorStore } from '../support/host.js';
+
+/**
+ * State written by an older release and read by a newer one whose machine changed: a renamed event, a removed state, a
+ * context field added. What the new build cannot read as it was written must not restore as something else (nothing a
+ * client was told may be lost on a restart); it fails to restore, and the operator view says why.
+ */
+let store: PostgresActorStore;
+withActorStore(test, (opened) => ({ store } = opened));
+
+const key = { pattern: /^[a-z0-9-]{1,64}$/, describe: 'lower-case name' };
+// A snapshot with every write only on an activation's first one: what follows stays in the journal, replayed on load.
+const policy = { snapshotEvery: 1_000 };
+
+type OldEvent = { type: 'add'; amount: number; at: number } | { type: 'pause'; at: number } | { type: 'ping'; at: number };
+const oldMachine = setup({ types: { context: {} as { total: number }, events: {} as OldEvent } }).createMachine({
+  id: 'tally',
+  context: { total: 0 },
+  initial: 'open',
+  states: {
+    open: {
+      on: {
+        add: { actions: assign({ total: ({ context, event }) => context.total + event.amount }) },
+        pause: { target: 'paused' },
+        // Changes nothing but emits: journaled for its action, and replayed as the same action.
+        ping: { actions: emit(({ context }) => ({ type: 'pong', total: context.total })) },
+      },
+    },
+    paused: {},
+  },
+});
+const oldKind = defineActorKind({ name: 'tally', machine: oldMachine, key, policy });
+
+/** The next release: `add` is now `plus`, `paused` is gone, and a deadline field was added to the context. */
+type NewEvent = { type: 'plus'; amount: number; at: number } | { type: 'timer.due'; name: string; dueAt: number; at: number };
+const newMachine = setup({ types: { context: {} as { total: number; closesAt: number | null }, events: {} as NewEvent } }).createMachine({
+  id: 'tally',
+  context: { total: 0, closesAt: null },
+  initial: 'open',
+  states: {
+    open: {
+      on: {
+        plus: { actions: assign({ total: ({ context, event }) => context.total + event.amount }) },
+        'timer.due': { guard: ({ context, event }) => event.dueAt === context.closesAt, target: 'closed' },
+      },
+    },
+    closed: {},
+  },
+});
+const newKind = defineActorKind({ name: 'tally', machine: newMachine, key, policy });
+async function writtenByOldRelease(actor: string, events: readonly OldEvent['type'][], kind: ActorKind = oldKind): Promise<void> {
+  const host = hostFor(store, systemClock, [kind]);
+  for (const type of events) await host.send('tally', actor, type === 'add' ? { type, amount: 10 } : { type });
+  await host.drain();
+}
+
+/** What a newer build makes of the actor: how a write fares, why the operator view says it does not restore. */
+async function readByNewRelease(kind: ActorKind, actor: string): Promise<{ sent: string; reason: string | undefined; version: number | undefined }> {
+  const host = hostFor(store, systemClock, [kind]);
+  const sent = await host.send('tally', actor, { type: 'plus', amount: 1 }).then(
+    () => 'restored',
+    (error: unknown) => (error instanceof ActorRestoreError && !error.retryable ? 'restore failed' : String(error)),
+  );
+  const view = await host.inspectStored('tally', actor);
+  await host.drain();
+  return { sent, reason: view?.restores === false ? view.reason : undefined, version: (await store.load('tally', actor))?.version };
+}
+
+test('a journaled event the new machine no longer handles fails the restore instead of replaying as nothing', async () => {
+  await writtenByOldRelease('renamed', ['add', 'add']); // the snapshot holds the first, the journal the second
+  const { sent, reason, version } = await readByNewRelease(newKind, 'renamed');
+  assert.is(sent, 'restore failed', 'the committed second add would otherwise be lost from the state without a trace');
+  assert.match(reason ?? '', /version 2 \(add\)/);
+  assert.is(version, 2, 'nothing was written over it');
+});
+
+test('an event journaled for its actions alone (an emit) still replays', async () => {
+  await writtenByOldRelease('emits', ['add', 'ping', 'add']);
+  const host = hostFor(store, systemClock, [oldKind]);
+  const reply = await host.send('tally', 'emits', { type: 'add', amount: 1 });
+  assert.equal({ version: reply.version, total: (reply.snapshot.context as { total: number }).total }, { version: 4, total: 21 });
+  await host.drain();
+});
+
+test.run();
