@@ -93,6 +93,10 @@ function inertScope(self: AnyActorScope['self'], sink: { actions: ExecutableActi
   };
 }
 
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 function eventType(event: unknown): string {
   const type = typeof event === 'object' && event !== null ? (event as { type?: unknown }).type : undefined;
   return typeof type === 'string' ? type : 'no type';
@@ -101,7 +105,7 @@ function eventType(event: unknown): string {
 /**
  * Rebuilds the committed state: the stored snapshot (or the initial state) with the journal after it replayed. The
  * replayed events' effects ran when they were first handled, so only state is rebuilt. Throws when what is stored does
- * not fit the machine (a journaled event it no longer handles): that does not restore.
+ * not fit the machine (a snapshot it cannot read, a journaled event it no longer handles): that does not restore.
  */
 export function restoreCommitted(
   definition: ActorKind,
@@ -114,6 +118,9 @@ export function restoreCommitted(
   const sink: { actions: ExecutableAction[] } = { actions: [] };
   const scope = inertScope(self, sink);
   let snapshot = stored ? (self.getSnapshot() as AnyMachineSnapshot) : initialTransition(machine, input)[0];
+  // XState answers a snapshot it cannot read (one naming a state the machine no longer has) with an error snapshot, not
+  // a throw; live, that refused every event with an unrelated TypeError, and the operator view called it restored.
+  if (snapshot.status === 'error') throw new Error(`stored snapshot at version ${stored?.snapshotVersion} does not fit the machine: ${describe(snapshot.error)}`);
   for (const record of stored?.tail ?? []) {
     sink.actions = [];
     const next = machine.transition(snapshot, record.event as never, scope) as AnyMachineSnapshot;

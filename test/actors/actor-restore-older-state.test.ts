@@ -89,4 +89,13 @@ test('an event journaled for its actions alone (an emit) still replays', async (
   await host.drain();
 });
 
+test('a stored snapshot in a state the new machine does not have fails the restore and says which state', async () => {
+  // Snapshot with every write, so the stored snapshot itself names the removed state.
+  await writtenByOldRelease('old-state', ['add', 'pause'], { ...oldKind, policy: { snapshotEvery: 1 } });
+  assert.equal((await store.load('tally', 'old-state'))?.snapshot, { status: 'active', value: 'paused', context: { total: 10 }, children: {}, historyValue: {} });
+  const { sent, reason } = await readByNewRelease(newKind, 'old-state');
+  assert.is(sent, 'restore failed');
+  assert.match(reason ?? '', /paused/);
+});
+
 test.run();
