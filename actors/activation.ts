@@ -76,6 +76,20 @@ function sameTimers(a: Readonly<Record<string, number>>, b: Readonly<Record<stri
 }
 
 /**
+ * The kind's durable deadlines for this state. A deadline that is not a number of ms is a fault of the kind's code, as
+ * a throw is: typically a context field an older state lacks, read as undefined, which would be armed to fire at once
+ * (`setTimeout` takes NaN as 1 ms) and meet a guard comparing it with the same undefined field.
+ */
+export function kindTimers(definition: ActorKind, snapshot: AnyMachineSnapshot): Readonly<Record<string, number>> {
+  const timers = definition.timers?.(snapshot as never) ?? NO_TIMERS;
+  for (const name in timers) {
+    const dueAt: unknown = timers[name];
+    if (typeof dueAt !== 'number' || !Number.isFinite(dueAt)) throw new Error(`timer ${name} of actor kind ${definition.name} is due at ${String(dueAt)}, not a time in ms`);
+  }
+  return timers;
+}
+
+/**
  * An actor scope that collects the actions a transition asks for instead of running them, as XState's own pure
  * `transition()` does, but built once per activation rather than once per event.
  */
@@ -448,7 +462,7 @@ export class Activation implements CommitParticipant {
   }
 
   #timersOf(snapshot: AnyMachineSnapshot): Readonly<Record<string, number>> {
-    return this.#definition.timers?.(snapshot as never) ?? NO_TIMERS;
+    return kindTimers(this.#definition, snapshot);
   }
 
   #awaitCommit(request: Request): void {

@@ -1,6 +1,6 @@
 import type { AnyMachineSnapshot, EventObject } from 'xstate';
 import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEvent } from './actor-kind.js';
-import { Activation, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
+import { Activation, kindTimers, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
 import { ActorEventUnstorableError, ActorOverloadedError, ActorRestoreError, HostDrainingError, InvalidActorKeyError, UnknownActorKindError } from './errors.js';
@@ -276,7 +276,7 @@ export class ActorHost {
     let state: unknown;
     try {
       const { snapshot } = restoreCommitted(registered.kind, key, stored);
-      registered.kind.timers?.(snapshot as never);
+      kindTimers(registered.kind, snapshot);
       state = registered.kind.machine.getPersistedSnapshot(snapshot);
     } catch (error) {
       const { snapshotVersion, version, epoch, snapshot, timers, updatedAt } = stored;

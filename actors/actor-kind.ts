@@ -13,7 +13,7 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
   readonly machine: TMachine;
   readonly key: ActorKeyRule;
   readonly input?: (key: string) => InputFrom<TMachine>;
-  /** Durable deadlines (name → due time in ms) held by this snapshot. */
+  /** Durable deadlines (name → due time in ms) held by this snapshot; a value that is not a number is a fault, as a throw. */
   readonly timers?: (snapshot: SnapshotFrom<TMachine>) => Readonly<Record<string, number>>;
   /**
    * What of an event the journal keeps; secrets an event carries must not reach operators or audit. A kind that

@@ -55,6 +55,14 @@ const newMachine = setup({ types: { context: {} as { total: number; closesAt: nu
   },
 });
 const newKind = defineActorKind({ name: 'tally', machine: newMachine, key, policy });
+const newTimedKind = defineActorKind({
+  name: 'tally',
+  machine: newMachine,
+  key,
+  policy,
+  timers: (snapshot): Record<string, number> => (snapshot.context.closesAt === null ? {} : { closes: snapshot.context.closesAt }),
+});
+
 async function writtenByOldRelease(actor: string, events: readonly OldEvent['type'][], kind: ActorKind = oldKind): Promise<void> {
   const host = hostFor(store, systemClock, [kind]);
   for (const type of events) await host.send('tally', actor, type === 'add' ? { type, amount: 10 } : { type });
@@ -96,6 +104,15 @@ test('a stored snapshot in a state the new machine does not have fails the resto
   const { sent, reason } = await readByNewRelease(newKind, 'old-state');
   assert.is(sent, 'restore failed');
   assert.match(reason ?? '', /paused/);
+});
+
+test("a kind's timers reading a field an older state lacks fail the restore, not fire at once with no due time", async () => {
+  await writtenByOldRelease('no-deadline', ['add']);
+  const { sent, reason } = await readByNewRelease(newTimedKind, 'no-deadline');
+  assert.is(sent, 'restore failed', 'closesAt is undefined there, which is not null: a timer that fired at once would close it');
+  assert.match(reason ?? '', /closes/);
+  const stored = await store.load('tally', 'no-deadline');
+  assert.equal({ version: stored?.version, value: (stored?.snapshot as { value: string }).value }, { version: 1, value: 'open' });
 });
 
 test.run();
