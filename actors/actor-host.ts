@@ -105,7 +105,7 @@ export interface CommittedActorView {
 /** What is stored for an actor whose state does not restore (the host refuses to activate it), and why. */
 export interface UnrestorableActorView extends StoredActorRow {
   readonly restores: false;
-  /** Why it does not restore (what the kind's code threw, or the store's inconsistency). */
+  /** Why it does not restore (what the kind's code threw, what the machine no longer reads, or the store's inconsistency). */
   readonly reason: string;
   readonly cause: unknown;
 }

@@ -75,7 +75,7 @@ const ActorDetailSchema = apiSchema(
         restores: z
           .boolean()
           .describe('False when the stored state does not restore (the host refuses to activate the actor until a fixed build or an operator mends it).'),
-        restoreError: z.string().optional().describe('Why it does not restore: what the kind\'s code threw, or the gap in the journal.'),
+        restoreError: z.string().optional().describe('Why it does not restore: what the kind\'s code threw, the gap in the journal, or what of it the machine no longer reads (a state it lacks, a journaled event it ignores).'),
         recentJournal: z
           .array(JournalEntrySchema)
           .optional()
