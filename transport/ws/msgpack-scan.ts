@@ -1,9 +1,14 @@
+import { isUtf8 } from 'node:buffer';
+
 /**
  * Checks that bytes are exactly one well-formed msgpack value before they are decoded, in one pass and without
  * allocating. The decoder pre-allocates every array and map at the length its header declares: a 16 KiB message of
  * nested `array 16` headers declaring 65,535 elements each makes it allocate gigabytes before it notices that the
  * elements are missing. Every declared element needs at least one byte, so a value whose headers declare more
  * elements than bytes remain is refused here, and what passes costs the decoder memory proportional to its size.
+ * A str must hold UTF-8 (the msgpack spec's rule), which the decoder does not check: it reads other bytes as Latin-1
+ * (short strings) or U+FFFD (long ones), so a client's text would be silently changed instead of refused (1007) as a
+ * text frame that is not UTF-8 is.
  */
 export function assertOneMsgpackValue(bytes: Uint8Array): void {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -25,12 +30,15 @@ export function assertOneMsgpackValue(bytes: Uint8Array): void {
     if (type <= 0x7f || type >= 0xe0 || type === 0xc0 || type === 0xc2 || type === 0xc3) continue;
     if (type <= 0x8f) open(2 * (type & 0x0f));
     else if (type <= 0x9f) open(type & 0x0f);
-    else if (type <= 0xbf) skip(type & 0x1f);
+    else if (type <= 0xbf) text(type & 0x1f);
     else {
       switch (type) {
-        case 0xc4: case 0xd9: need(1); skip(view.getUint8(at), 1); break;
-        case 0xc5: case 0xda: need(2); skip(view.getUint16(at), 2); break;
-        case 0xc6: case 0xdb: need(4); skip(view.getUint32(at), 4); break;
+        case 0xc4: need(1); skip(view.getUint8(at), 1); break;
+        case 0xc5: need(2); skip(view.getUint16(at), 2); break;
+        case 0xc6: need(4); skip(view.getUint32(at), 4); break;
+        case 0xd9: need(1); text(view.getUint8(at), 1); break;
+        case 0xda: need(2); text(view.getUint16(at), 2); break;
+        case 0xdb: need(4); text(view.getUint32(at), 4); break;
         case 0xc7: need(2); skip(view.getUint8(at) + 1, 1); break;
         case 0xc8: need(3); skip(view.getUint16(at) + 1, 2); break;
         case 0xc9: need(5); skip(view.getUint32(at) + 1, 4); break;
@@ -58,5 +66,12 @@ export function assertOneMsgpackValue(bytes: Uint8Array): void {
     at += header;
     need(length);
     at += length;
+  }
+
+  /** As skip, for a str: its payload must be UTF-8. */
+  function text(length: number, header = 0): void {
+    const start = at + header;
+    skip(length, header);
+    if (length > 0 && !isUtf8(bytes.subarray(start, at))) throw new RangeError(`msgpack str at byte ${start - header - 1} is not UTF-8`);
   }
 }
