@@ -22,6 +22,11 @@ import { authorizationExpired, tokenInvalid, type RuntimeTokens } from './runtim
 
 export const RUNTIME_SOCKET_PATH = '/v1/runtime/socket';
 export const CONTROL_SOCKET_PATH = '/v1/runtime/control';
+/**
+ * Heartbeat of both sockets (uWS): a connection silent for most of this is pinged, and one that has answered nothing,
+ * not even the ping, by its end is cut. Told in the AsyncAPI document, since the cut carries no close frame.
+ */
+export const RUNTIME_SOCKET_IDLE_TIMEOUT_S = 60;
 /** Presence hints to one Environment are coalesced over this long: a burst of changes costs one hint per socket. */
 const HINT_COALESCE_MS = 100;
 
@@ -267,7 +272,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     // (a framework error over it goes without its details).
     maxOutboundMessageBytes: RUNTIME_MAX_OUTBOUND_BYTES,
     maxBackpressureBytes: 256 * 1024,
-    idleTimeoutSeconds: 60,
+    idleTimeoutSeconds: RUNTIME_SOCKET_IDLE_TIMEOUT_S,
     messagesPerMinute: deps.messagesPerMinute,
     messageBudget: (user) => budgets.budgetOf(user.sessionId),
     inbound: RuntimeClientMessage,
@@ -369,7 +374,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     name: 'runtime-control',
     maxMessageBytes: 1024,
     maxBackpressureBytes: 64 * 1024,
-    idleTimeoutSeconds: 60,
+    idleTimeoutSeconds: RUNTIME_SOCKET_IDLE_TIMEOUT_S,
     inbound: null,
     async authenticate(upgrade) {
       const signInChanges = activity.signInChanges;

@@ -9,7 +9,7 @@ import {
   RuntimeCloseCode,
   RuntimeServerMessage,
 } from './runtime-socket.messages.js';
-import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
+import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_IDLE_TIMEOUT_S, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
 
 type Json = Record<string, unknown>;
 
@@ -24,7 +24,9 @@ const CLOSE_CODES =
   `${RuntimeCloseCode.superseded} superseded (another Runtime of the person took the lease); ${RuntimeCloseCode.released} ` +
   `session released; ${RuntimeCloseCode.replaced} replaced (a newer socket of the same kind and session opened: one ` +
   `runtime socket and one control channel per session); ` +
-  `${RuntimeCloseCode.lapsed} the lease lapsed.`;
+  `${RuntimeCloseCode.lapsed} the lease lapsed. Heartbeat: the server pings a connection that has been silent for most ` +
+  `of ${RUNTIME_SOCKET_IDLE_TIMEOUT_S} s; one that sent nothing, not even the pong, within ${RUNTIME_SOCKET_IDLE_TIMEOUT_S} s ` +
+  'is cut without a close frame (the client sees 1006). Browsers and WebSocket libraries answer pings on their own.';
 
 /**
  * The AsyncAPI 3.0.0 description of the Runtime plane's WebSockets, built from the same zod schemas that validate the

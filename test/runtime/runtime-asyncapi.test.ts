@@ -1,7 +1,9 @@
 import { DiagnosticSeverity, Parser } from '@asyncapi/parser';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { RuntimeClientMessage, RuntimeServerMessage } from '../../runtime/runtime-socket.messages.js';
+import { RuntimeClientMessage, RuntimeCloseCode, RuntimeServerMessage } from '../../runtime/runtime-socket.messages.js';
+import { RUNTIME_SOCKET_IDLE_TIMEOUT_S } from '../../runtime/runtime-sockets.js';
+import { CloseCode } from '../../transport/ws/endpoint.js';
 import { productParts } from '../../server/main.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
@@ -32,6 +34,14 @@ test('every message the server validates or sends is in the document', async () 
   for (const option of [...RuntimeClientMessage.options, ...RuntimeServerMessage.options]) {
     assert.ok(names.has(option.shape.type.value), option.shape.type.value);
   }
+});
+
+test('the document names every close code the sockets send, and the heartbeat that cuts a silent client (1006)', async () => {
+  const document = (await (await fetch(`${server.url}/v1/runtime/asyncapi.json`)).json()) as { info: { description: string } };
+  const text = document.info.description;
+  for (const code of [...Object.values(CloseCode), ...Object.values(RuntimeCloseCode)]) assert.match(text, new RegExp(`\\b${code}\\b`), String(code));
+  assert.match(text, `Heartbeat: the server pings a connection that has been silent for most of ${RUNTIME_SOCKET_IDLE_TIMEOUT_S} s`);
+  assert.match(text, /cut without a close frame \(the client sees 1006\)\. Browsers/);
 });
 
 test('a broken document fails the same check (the check is not vacuous)', async () => {
