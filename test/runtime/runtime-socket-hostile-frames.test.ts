@@ -40,6 +40,8 @@ interface Opened {
   readonly protocol: string;
   /** Decoded messages, in either codec. */
   readonly messages: Array<Record<string, unknown>>;
+  /** Payload bytes of each message received. */
+  readonly frameBytes: number[];
   readonly closed: Promise<{ code: number; reason: string }>;
 }
 type Upgrade = { opened: Opened } | { status: number; body: Record<string, unknown> };
@@ -50,15 +52,19 @@ async function upgrade(url: string, protocols: string[], origin: string, headers
     const result = await new Promise<Upgrade>((resolve, reject) => {
       const ws = new WebSocket(url, protocols, { origin, headers });
       const messages: Array<Record<string, unknown>> = [];
+      const frameBytes: number[] = [];
       const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
-      ws.on('message', (data, isBinary) => messages.push((isBinary ? decode(data as Buffer) : JSON.parse(data.toString())) as Record<string, unknown>));
+      ws.on('message', (data, isBinary) => {
+        frameBytes.push((data as Buffer).byteLength);
+        messages.push((isBinary ? decode(data as Buffer) : JSON.parse(data.toString())) as Record<string, unknown>);
+      });
       ws.on('unexpected-response', (_req, res) => {
         let body = '';
         res.on('data', (d: Buffer) => (body += d.toString()));
         res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(body || '{}') as Record<string, unknown> }));
       });
       ws.on('error', reject);
-      ws.on('open', () => resolve({ opened: { ws, protocol: ws.protocol, messages, closed } }));
+      ws.on('open', () => resolve({ opened: { ws, protocol: ws.protocol, messages, frameBytes, closed } }));
     });
     if (!('opened' in result) || attempt === 3 || !(await cutAfterUpgrade(result.opened.ws, result.opened.closed.then((c) => c.code)))) return result;
   }
@@ -82,14 +88,14 @@ async function refused(url: string, protocols: string[], origin: string, headers
 const bearer = (token: string): string => `registry.bearer.${token}`;
 
 /** Sends frames on a fresh runtime socket of `codec`; the close, or the messages after `ready` once the answer came. */
-async function outcome(codec: string, frames: Array<string | Buffer>): Promise<{ close?: number; answers: Array<Record<string, unknown>> }> {
+async function outcome(codec: string, frames: Array<string | Buffer>): Promise<{ close?: number; answers: Array<Record<string, unknown>>; frameBytes: number[] }> {
   const socket = await open([codec, bearer(page.accessToken)]);
   await waitFor(() => socket.messages.find((m) => m.type === 'ready'), 'ready');
   let close: number | undefined;
   void socket.closed.then((c) => (close = c.code));
   for (const frame of frames) socket.ws.send(frame);
   await waitFor(() => (close !== undefined || socket.messages.length > frames.length ? true : undefined), 'the answers or a close');
-  const result = { ...(close === undefined ? {} : { close }), answers: socket.messages.slice(1) };
+  const result = { ...(close === undefined ? {} : { close }), answers: socket.messages.slice(1), frameBytes: socket.frameBytes.slice(1) };
   socket.ws.close();
   await socket.closed;
   return result;
@@ -131,7 +137,7 @@ test('frames of the other codec close 1003; bytes that are not one value of the 
   assert.is((await outcome(MSGPACK_CODEC, [Buffer.from([0x81, 0x90, 0xc0])])).close, 1007, 'a map keyed by an array');
   assert.is((await outcome(JSON_CODEC, ['{"type":"ping"}{"type":"ping"}'])).close, 1007);
   const notUtf8 = Buffer.from([0x82, 0xa4, ...Buffer.from('type'), 0xa4, ...Buffer.from('ping'), 0xa3, ...Buffer.from('ref'), 0xa2, 0xff, 0xfe]);
-  assert.equal(await outcome(MSGPACK_CODEC, [notUtf8]), { close: 1007, answers: [] }, 'a msgpack str that is not UTF-8 (once echoed as other text)');
+  assert.equal(await outcome(MSGPACK_CODEC, [notUtf8]), { close: 1007, answers: [], frameBytes: [] }, 'a msgpack str that is not UTF-8 (once echoed as other text)');
 });
 
 test('values no message takes are validation_failed and the socket stays open', async () => {
@@ -141,14 +147,19 @@ test('values no message takes are validation_failed and the socket stays open', 
     Buffer.from([0x82, 0xa4, ...Buffer.from('type'), 0xa4, ...Buffer.from('ping'), 0x01, 0xa1, 0x61]),
     encode(42),
     encode([{ type: 'ping' }]),
+    Buffer.concat([Buffer.alloc(16_383, 0x91), Buffer.from([0xc0])]), // 16,383 arrays deep, in 16 KiB
   ].map((bytes) => Buffer.from(bytes));
   const msgpack = await outcome(MSGPACK_CODEC, [...msgpackFrames, Buffer.from(encode({ type: 'ping', ref: 'last' }))]);
   assert.is(msgpack.close, undefined);
   assert.equal(codeOf(msgpack.answers), [...msgpackFrames.map(() => 'validation_failed'), 'pong']);
-  const json = await outcome(JSON_CODEC, ['{"type":"ping","__proto__":{"x":1}}', '{"type":"presence.list","after":1e400}', '{"type":"ping","ref":"a","ref":"b"}']);
+  const deep = `{"type":"ping","ref":${'['.repeat(8_000)}${']'.repeat(8_000)}}`;
+  // 1,500 members no message takes, in 14 KB: the error listing them still fits the 16 KiB the server promises.
+  const crowded = `{"type":"ping",${Array.from({ length: 1_500 }, (_, i) => `"k${i}":0`).join(',')}}`;
+  const json = await outcome(JSON_CODEC, ['{"type":"ping","__proto__":{"x":1}}', '{"type":"presence.list","after":1e400}', deep, crowded, '{"type":"ping","ref":"a","ref":"b"}']);
   assert.is(json.close, undefined);
-  assert.equal(codeOf(json.answers), ['validation_failed', 'validation_failed', 'pong']);
-  assert.is(json.answers[2]!.ref, 'b', 'the last of duplicate members counts, as JSON.parse reads it');
+  assert.equal(codeOf(json.answers), ['validation_failed', 'validation_failed', 'validation_failed', 'validation_failed', 'pong']);
+  assert.is(json.answers[4]!.ref, 'b', 'the last of duplicate members counts, as JSON.parse reads it');
+  assert.is(json.frameBytes.every((bytes) => bytes <= 16_384), true, `answers of ${json.frameBytes.join(', ')} bytes`);
 });
 
 test('16384 bytes is a message, one more closes 1009, however fragmented; the control channel closes 1008 or 1009', async () => {
