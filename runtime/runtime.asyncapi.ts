@@ -123,7 +123,10 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           type: 'httpApiKey',
           name: 'Sec-WebSocket-Protocol',
           in: 'header',
-          description: 'The bearer offered as the subprotocol `registry.bearer.<token>` (or, outside browsers, `Authorization: Bearer <token>`).',
+          description:
+            'The bearer offered as the subprotocol `registry.bearer.<token>` (or, outside browsers, `Authorization: Bearer <token>`). ' +
+            'It is checked at the upgrade only: the open socket lives on its session\'s sign-in and lease, checked every ' +
+            'renewal round, not on the token\'s `exp`.',
         },
       },
     },
