@@ -25,9 +25,17 @@ export interface WorkerLost {
   readonly error: Error;
   /** Rooms that had a router on the dead worker: their media there is gone. */
   readonly rooms: readonly string[];
-  /** The new worker's pid; undefined when it could not be started (the pool then runs one short). */
+  /**
+   * The new worker's pid; undefined when it could not be started: the pool runs one short while it starts one again,
+   * after REPLACEMENT_RETRY_FIRST_MS and then twice as long each time up to REPLACEMENT_RETRY_MAX_MS, until it is up.
+   */
   readonly replacementPid: number | undefined;
 }
+
+/** First wait before starting again a replacement that did not start (a spawn can fail for a moment: EAGAIN, ENOMEM). */
+export const REPLACEMENT_RETRY_FIRST_MS = 250;
+/** Longest wait between two starts of a replacement. */
+export const REPLACEMENT_RETRY_MAX_MS = 10_000;
 
 export type WorkerLostListener = (event: WorkerLost) => void;
 
@@ -45,6 +53,8 @@ export class MediaWorkerPool {
   readonly #settings: types.WorkerSettings;
   readonly #logger: Logger;
   readonly #listeners = new Set<WorkerLostListener>();
+  /** Replacements waiting to be started again. */
+  readonly #retries = new Set<NodeJS.Timeout>();
   #closed = false;
 
   private constructor(settings: types.WorkerSettings, logger: Logger) {
@@ -122,6 +132,8 @@ export class MediaWorkerPool {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    for (const timer of this.#retries) clearTimeout(timer);
+    this.#retries.clear();
     for (const w of this.#workers.splice(0)) w.worker.close();
     this.#listeners.clear();
   }
@@ -141,19 +153,9 @@ export class MediaWorkerPool {
     const rooms = dead.rooms;
     this.#logger.error({ err: error, pid: dead.pid, rooms: rooms.length }, 'mediasoup worker died; starting a replacement');
     if (this.#closed) return;
-    let replacementPid: number | undefined;
-    try {
-      const worker = await mediasoup.createWorker(this.#settings);
-      if (this.#closed) {
-        worker.close();
-        return;
-      }
-      this.#adopt(worker);
-      replacementPid = worker.pid;
-      this.#logger.info({ pid: worker.pid, replaced: dead.pid }, 'mediasoup worker replaced');
-    } catch (startError) {
-      this.#logger.error({ err: startError, replaced: dead.pid }, 'replacement mediasoup worker did not start');
-    }
+    const replacementPid = await this.#startReplacement(dead.pid);
+    if (this.#closed) return;
+    if (replacementPid === undefined) this.#retryReplacement(dead.pid, REPLACEMENT_RETRY_FIRST_MS);
     const event: WorkerLost = Object.freeze({ type: 'worker.lost', pid: dead.pid, error, rooms, replacementPid });
     for (const listener of [...this.#listeners]) {
       try {
@@ -162,5 +164,40 @@ export class MediaWorkerPool {
         this.#logger.error({ err: listenerError }, 'worker-lost listener threw');
       }
     }
+  }
+
+  /** A new worker in the pool: its pid, or undefined when it did not start (or the pool closed meanwhile). */
+  async #startReplacement(replaced: number): Promise<number | undefined> {
+    try {
+      const worker = await mediasoup.createWorker(this.#settings);
+      if (this.#closed) {
+        worker.close();
+        return undefined;
+      }
+      this.#adopt(worker);
+      this.#logger.info({ pid: worker.pid, replaced }, 'mediasoup worker replaced');
+      return worker.pid;
+    } catch (startError) {
+      this.#logger.error({ err: startError, replaced }, 'replacement mediasoup worker did not start');
+      return undefined;
+    }
+  }
+
+  /**
+   * Starts the replacement again after `delayMs`, and again, backing off, until it is up: a pool left one short for good
+   * by one failed spawn would, at one worker, leave this node without media (every room `media_unavailable`) until a
+   * restart. Rooms waiting for a live worker retry on their own (RoomMedia).
+   */
+  #retryReplacement(replaced: number, delayMs: number): void {
+    const timer = setTimeout(() => {
+      this.#retries.delete(timer);
+      if (this.#closed) return;
+      void this.#startReplacement(replaced).then((pid) => {
+        if (pid === undefined && !this.#closed) this.#retryReplacement(replaced, Math.min(delayMs * 2, REPLACEMENT_RETRY_MAX_MS));
+      });
+    }, delayMs);
+    // Not what keeps a process alive: close() clears it.
+    timer.unref();
+    this.#retries.add(timer);
   }
 }
