@@ -83,9 +83,25 @@ export interface MediaLost {
   readonly type: 'media.lost';
   readonly pid: number;
   readonly peerIds: readonly string[];
-  /** False when no live worker could take the room's main router: every call then fails `media_unavailable`. */
+  /**
+   * False when no live worker could take the room's main router: every call then fails `media_unavailable` until a
+   * retry (backing off, while the room is open) rebuilds it and `mediarestored` says so.
+   */
   readonly rebuilt: boolean;
 }
+
+/**
+ * The room's main router is back after `medialost` said it could not be rebuilt (`rebuilt: false`): calls are served
+ * again. Peers holding no transport (those the loss took, and any refused `media_unavailable` meanwhile) make their
+ * media now.
+ */
+export interface MediaRestored {
+  readonly type: 'media.restored';
+}
+
+/** First wait before a room whose main router could not be rebuilt tries again; doubles up to REBUILD_RETRY_MAX_MS. */
+export const REBUILD_RETRY_FIRST_MS = 250;
+export const REBUILD_RETRY_MAX_MS = 5_000;
 
 /** Speaking microphones, loudest first (dBov, -127 to 0); empty on silence. Only in `transport` rooms. */
 export interface AudioLevels {
@@ -96,6 +112,7 @@ export interface AudioLevels {
 export interface RoomMediaEvents {
   producerclosed: [ProducerClosed];
   medialost: [MediaLost];
+  mediarestored: [MediaRestored];
   audiolevels: [AudioLevels];
 }
 
@@ -142,6 +159,10 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   /** Transports being made, by peer and direction: they count against TRANSPORTS_PER_DIRECTION until adopted. */
   readonly #creating = new Map<string, number>();
   readonly #unsubscribe: () => void;
+  /** The main router's rebuild under way, so a retry and a second loss do not make two. */
+  #rebuilding: Promise<boolean> | undefined;
+  /** The next try at rebuilding the main router, while none succeeded. */
+  #rebuildRetry: NodeJS.Timeout | undefined;
   #closed = false;
 
   private constructor(options: RoomMediaOptions, main: RoomRouter) {
@@ -169,7 +190,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     const main = await RoomMedia.#newRouter(options.pool, options.roomId, new Set());
     const room = new RoomMedia(options, main);
     try {
-      await room.#observeAudioLevels();
+      room.#audioLevels = await room.#observeAudioLevels(main);
     } catch (error) {
       room.close();
       throw error;
@@ -370,6 +391,12 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     producer.close();
   }
 
+  /** Whether the peer holds an open transport. */
+  hasTransports(peerId: string): boolean {
+    for (const entry of this.#peers.get(peerId)?.transports.values() ?? []) if (!entry.transport.closed) return true;
+    return false;
+  }
+
   /** Closes the peer's consumers, producers (reported through `producerclosed`) and transports. No-op for a stranger. */
   removePeer(peerId: string): void {
     const peer = this.#peers.get(peerId);
@@ -383,6 +410,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     if (this.#closed) return;
     this.#closed = true;
     this.#unsubscribe();
+    if (this.#rebuildRetry) clearTimeout(this.#rebuildRetry);
+    this.#rebuildRetry = undefined;
     for (const peer of this.#peers.values()) peer.close();
     this.#peers.clear();
     this.#audioLevels?.close();
@@ -491,10 +520,10 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     return new RoomRouter(router, worker.pid);
   }
 
-  async #observeAudioLevels(): Promise<void> {
+  async #observeAudioLevels(main: RoomRouter): Promise<types.AudioLevelObserver | undefined> {
     // sfu_blind: the server derives nothing from media, not even who is speaking.
-    if (this.encryption !== 'transport') return;
-    const observer = await this.#main().router.createAudioLevelObserver({ maxEntries: 16, threshold: -70, interval: this.#audioLevelIntervalMs });
+    if (this.encryption !== 'transport') return undefined;
+    const observer = await main.router.createAudioLevelObserver({ maxEntries: 16, threshold: -70, interval: this.#audioLevelIntervalMs });
     observer.on('volumes', (volumes) =>
       this.emit('audiolevels', {
         type: 'audio.levels',
@@ -505,7 +534,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
       }),
     );
     observer.on('silence', () => this.emit('audiolevels', { type: 'audio.levels', levels: [] }));
-    this.#audioLevels = observer;
+    return observer;
   }
 
   #watchSource(peerId: string, producer: types.Producer): void {
@@ -532,24 +561,62 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     // A lost main router stays first, closed, until its successor is up: calls meanwhile fail `media_unavailable`.
     this.#routers = this.#routers.filter((r, i) => i === 0 || !dead.has(r));
     const peerIds = [...this.#peers.values()].filter((p) => p.dropTransportsOn(dead)).map((p) => p.peerId);
-    let rebuilt = true;
-    if (mainLost) {
-      try {
-        const main = await RoomMedia.#newRouter(this.#pool, this.roomId, new Set(this.#routers.slice(1).map((r) => r.pid)));
-        if (this.#closed) {
-          main.close();
-          return;
-        }
-        this.#routers[0] = main;
-        this.#audioLevels = undefined;
-        await this.#observeAudioLevels();
-      } catch (error) {
-        rebuilt = false;
-        this.#logger?.error({ err: error, roomId: this.roomId }, 'room media could not rebuild its main router');
-      }
-    }
+    // Also when only another router was lost while the main one waits for its retry: this loss must not say `rebuilt`.
+    const rebuilt = mainLost || this.#routers[0]!.closed ? await this.#rebuildMain() : true;
+    if (this.#closed) return;
     this.#logger?.warn({ roomId: this.roomId, pid: event.pid, peers: peerIds.length, rebuilt }, 'room media lost a worker');
     this.emit('medialost', { type: 'media.lost', pid: event.pid, peerIds, rebuilt });
+    if (!rebuilt) this.#retryRebuild(REBUILD_RETRY_FIRST_MS);
+  }
+
+  /** A new main router (and its AudioLevelObserver) on a live worker, unless one is up; false when it could not be. */
+  #rebuildMain(): Promise<boolean> {
+    this.#rebuilding ??= this.#newMain().finally(() => (this.#rebuilding = undefined));
+    return this.#rebuilding;
+  }
+
+  async #newMain(): Promise<boolean> {
+    if (!this.#routers[0]!.closed) return true;
+    let main: RoomRouter | undefined;
+    try {
+      main = await RoomMedia.#newRouter(this.#pool, this.roomId, new Set(this.#routers.slice(1).map((r) => r.pid)));
+      // Installed together: a producer made on a main router without its observer would never be reported speaking.
+      const audioLevels = await this.#observeAudioLevels(main);
+      if (this.#closed) {
+        main.close();
+        return false;
+      }
+      this.#routers[0] = main;
+      this.#audioLevels = audioLevels;
+      return true;
+    } catch (error) {
+      main?.close();
+      this.#logger?.error({ err: error, roomId: this.roomId }, 'room media could not rebuild its main router');
+      return false;
+    }
+  }
+
+  /**
+   * Tries the rebuild again after `delayMs`, backing off, until it succeeds or the room closes (its last member gone):
+   * a lost worker's replacement may not be up yet, or the pool may be between workers, and without a retry the room
+   * would refuse every call `media_unavailable` until it emptied, however soon workers were back.
+   */
+  #retryRebuild(delayMs: number): void {
+    if (this.#closed || this.#rebuildRetry) return;
+    this.#rebuildRetry = setTimeout(() => {
+      this.#rebuildRetry = undefined;
+      void this.#rebuildMain().then((rebuilt) => {
+        if (this.#closed) return;
+        if (!rebuilt) {
+          this.#retryRebuild(Math.min(delayMs * 2, REBUILD_RETRY_MAX_MS));
+          return;
+        }
+        this.#logger?.info({ roomId: this.roomId }, 'room media rebuilt its main router');
+        this.emit('mediarestored', { type: 'media.restored' });
+      });
+    }, delayMs);
+    // Not what keeps a process alive: close() clears it.
+    this.#rebuildRetry.unref();
   }
 }
 

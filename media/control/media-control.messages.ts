@@ -183,7 +183,7 @@ export const MediaV2ServerMessageSchema = z.discriminatedUnion('type', [
     .describe('A continuation page of the `room.state` of the same `revision`: the members that follow those of the page before.'),
   z.strictObject({ type: z.literal('producer.added'), producer: ProducerViewSchema }).describe('Someone started publishing: `consume` it to hear or see it.'),
   z.strictObject({ type: z.literal('producer.removed'), producerId: MediaId }).describe('A producer ended; its consumers are closed.'),
-  z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept). A lost seat or share is not a reset: its producer is closed (`producer.removed`) and `room.state` shows why."),
+  z.strictObject({ type: z.literal('media.reset'), reason: z.enum(['worker_lost']) }).describe("The member's media is gone (`worker_lost`: the SFU process serving it was replaced; recreate transports and re-produce; seat and role are kept; while no worker can take the room its calls are refused `media_unavailable`, and a member holding no transport is sent `media.reset` again once they are served). A lost seat or share is not a reset: its producer is closed (`producer.removed`) and `room.state` shows why."),
   z.strictObject({ type: z.literal('e2ee.key'), from: MemberId, envelope: z.string() }).describe('An end-to-end key envelope relayed from another member (`sfu_blind` rooms).'),
   z
     .strictObject({ type: z.literal('session.ended'), reason: z.enum(['replaced', 'grant_expired', 'grant_ended', 'removed']) })

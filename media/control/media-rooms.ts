@@ -614,6 +614,15 @@ export class MediaRooms implements MediaRoomsPort {
         }
       }
     });
+    media.on('mediarestored', () => {
+      // Told media.reset when the loss left no main router, or refused media_unavailable since: now it can be made.
+      // Not members whose transports survived on other routers: a reset would have them make more than the limit.
+      for (const [memberId, conn] of live.members) {
+        if (live.media.hasTransports(memberId)) continue;
+        this.#catchUp(live, conn);
+        conn.send({ type: 'media.reset', reason: 'worker_lost' });
+      }
+    });
     this.#live.set(key, live);
     return live;
   }
