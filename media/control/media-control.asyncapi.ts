@@ -8,7 +8,7 @@ type Json = Record<string, unknown>;
 const RESULTS =
   'Results (`response.result`) by request: `room.join` → `{ routerRtpCapabilities, self, revision, producers, resumed, encryption, e2ee }` ' +
   '(`self`: the member\'s own entry; `revision`: that of the room view the join made, which, or a newer one, came whole before ' +
-  'this answer as `room.state` and its pages; `producers`: what is already published, to `consume`); `transport.create` → `{ transportId, iceParameters, ' +
+  'this answer as `room.state` and its pages; `producers`: what is already published (announced), to `consume`; one being checked comes as `producer.added`); `transport.create` → `{ transportId, iceParameters, ' +
   'iceCandidates, dtlsParameters }`; `produce` → `{ producerId }`; `consume` → `{ consumerId, producerId, kind, ' +
   'rtpParameters }` (paused until `consumer.resume`); `screen.start` → `{ screenProfile, encodings, codecOptions, ' +
   'contentHint, degradationPreference }` (the encoding hint of the space\'s `screenProfile`); `grant.refresh` → ' +

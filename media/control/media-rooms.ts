@@ -83,6 +83,11 @@ interface LiveRoom {
   /** Connections whose `member.join` is on its way: the room may already hold them connected, so they are vouched for. */
   readonly joining: Set<string>;
   readonly producers: Map<string, { readonly memberId: string; readonly kind: types.MediaKind; readonly source: MediaSource }>;
+  /**
+   * Producers made whose right to publish is being checked again, not yet announced (`producer.added`): a join answer
+   * does not list them, since a refusal takes them back without `producer.removed` to anyone.
+   */
+  readonly unconfirmed: Set<string>;
   readonly rtpCapabilities: Map<string, types.RtpCapabilities>;
   /**
    * The policy the room actor holds: the configured one when it opened the room, or the one it kept because members
@@ -456,7 +461,8 @@ export class MediaRooms implements MediaRoomsPort {
       routerRtpCapabilities,
       self: view?.members.find((m) => m.memberId === memberId) ?? null,
       revision: view?.revision ?? null,
-      producers: [...live.producers].filter(([, p]) => p.memberId !== memberId).map(([producerId, p]) => ({ producerId, ...p })),
+      // A producer still being checked reaches this member as `producer.added` once confirmed: it is a member by then.
+      producers: [...live.producers].filter(([producerId, p]) => p.memberId !== memberId && !live.unconfirmed.has(producerId)).map(([producerId, p]) => ({ producerId, ...p })),
       resumed: reply.request === 'member.join' ? reply.resumed : false,
       encryption: live.policy.encryption,
       e2ee: live.policy.encryption === 'sfu_blind',
@@ -505,6 +511,7 @@ export class MediaRooms implements MediaRoomsPort {
     // revoked, a share stopped). Known to the room from here on, the producer is closed by any such change applied
     // later; the second check covers every change applied before.
     live.producers.set(producer.id, { memberId, kind: message.kind, source: message.source });
+    live.unconfirmed.add(producer.id);
     const withdraw = (): void => {
       live.producers.delete(producer.id);
       this.#closeProducer(live, memberId, producer.id);
@@ -516,6 +523,8 @@ export class MediaRooms implements MediaRoomsPort {
       // Refused (the member left meanwhile) or unanswered: a producer nobody vouches for does not stay.
       withdraw();
       throw error;
+    } finally {
+      live.unconfirmed.delete(producer.id);
     }
     if (!live.producers.has(producer.id) || (recheck.request === 'publish.check' && !recheck.allowed)) {
       withdraw();
@@ -587,6 +596,7 @@ export class MediaRooms implements MediaRoomsPort {
       members: new Map(),
       joining: new Set(),
       producers: new Map(),
+      unconfirmed: new Set(),
       rtpCapabilities: new Map(),
       revision: -1,
       applied: null,

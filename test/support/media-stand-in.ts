@@ -4,7 +4,7 @@ import type { ActorHost } from '../../actors/actor-host.js';
 import type { Clock } from '../../actors/clock.js';
 import { mediaRoomKey, mediaRoomKind } from '../../actors/media.actors.js';
 import type { MediaConnection } from '../../media/control/media-control.socket.js';
-import { MediaRooms, type RoomTarget } from '../../media/control/media-rooms.js';
+import { MediaRooms, type MediaRoomsDeps, type RoomTarget } from '../../media/control/media-rooms.js';
 import { MediaWorkerPool } from '../../media/worker-pool.js';
 import type { ActorStore } from '../../storage/actor-store.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
@@ -61,8 +61,10 @@ export function withDatabaseAndWorker(suite: Test, opened: (setup: { db: TestDat
 
 /**
  * MediaRooms of one node, as the control socket drives them, on a real host (`store`, `clock`, started here; the caller
- * drains it) and worker pool: every room is `target`, every publisher is allowed, and this node vouches for its
- * connections for an hour (no hosting lapse inside a test).
+ * drains it) and worker pool: every room is `target`, every publisher is allowed (unless `authorizePublisher` says
+ * otherwise, or holds its answer), and this node vouches for its connections for an hour (no hosting lapse inside a
+ * test). `beforeSend` runs before each request MediaRooms sends the room actor, which waits for it: a test holds one
+ * there, as a slow store would, to act inside the window it leaves.
  */
 export function standInRooms(options: {
   readonly store: ActorStore;
@@ -71,18 +73,34 @@ export function standInRooms(options: {
   readonly target: RoomTarget;
   readonly timerPollMs?: number;
   readonly callsPerPerson?: number;
+  readonly authorizePublisher?: MediaRoomsDeps['authorizePublisher'];
+  readonly beforeSend?: (event: { readonly type: string; readonly memberId?: string }) => Promise<void> | void;
 }): { host: ActorHost; rooms: MediaRooms } {
-  const { store, clock, pool, target, timerPollMs, callsPerPerson } = options;
+  const { store, clock, pool, target, timerPollMs, callsPerPerson, beforeSend } = options;
   let rooms: MediaRooms | undefined;
   const host = hostFor(store, clock, [mediaRoomKind((change) => rooms?.changedByDeadline(change))], timerPollMs === undefined ? {} : { timerPollMs });
   host.start();
+  const send: ActorHost['send'] = async (kind, key, event) => {
+    await beforeSend?.(event as { type: string; memberId?: string });
+    return host.send(kind, key, event);
+  };
+  // The host itself for everything else (its methods bound to it: they use its private state).
+  const seen = beforeSend
+    ? new Proxy(host, {
+        get: (target, name) => {
+          if (name === 'send') return send;
+          const value: unknown = Reflect.get(target, name, target);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      })
+    : host;
   rooms = new MediaRooms({
-    host,
+    host: seen,
     clock,
     pool: async () => pool,
     logger: pino({ level: 'silent' }),
     hostingTtlMs: 3_600_000,
-    authorizePublisher: async () => ({ allowed: true, reason: 'ok' }),
+    authorizePublisher: options.authorizePublisher ?? (async () => ({ allowed: true, reason: 'ok' })),
     target: async () => target,
     ...(callsPerPerson === undefined ? {} : { callsPerPerson }),
   });
