@@ -3,7 +3,7 @@ import type { EventObject } from 'xstate';
 import type { ActorHost } from '../actors/actor-host.js';
 import type { ActorReply } from '../actors/activation.js';
 import type { Clock } from '../actors/clock.js';
-import type { AccountContext } from '../machines/account/account.machine.js';
+import { MAX_ACTIVE_DEVICES, type AccountContext } from '../machines/account/account.machine.js';
 import type { AccountEmitted, AccountRefusalCode, DevicePublicKey } from '../machines/account/account.events.js';
 import type { AccountHandleContext, AccountHandleEmitted } from '../machines/account-handle/account-handle.machine.js';
 import type { DeviceEmitted } from '../machines/device/device.machine.js';
@@ -32,6 +32,7 @@ const REFUSALS: Readonly<Record<AccountRefusalCode, readonly [number, string]>> 
   enrolment_already_decided: [409, 'this enrolment was already admitted or refused'],
   device_not_found: [404, 'no such active device on this account'],
   device_not_active: [403, 'the calling device is not an active device of this account'],
+  device_limit_reached: [409, `the account holds ${MAX_ACTIVE_DEVICES} active devices, the most it may: remove one first`],
   last_device: [409, 'the only active device of an account cannot end its enrolment (nothing could admit a device again): enrol another device first'],
 };
 

@@ -67,7 +67,8 @@ export type AccountRefusalCode =
   | 'enrolment_already_decided'
   | 'device_not_found'
   | 'device_not_active'
-  | 'last_device';
+  | 'last_device'
+  | 'device_limit_reached';
 
 export type AccountEmitted =
   | { readonly type: 'account.refused'; readonly code: AccountRefusalCode }

@@ -49,6 +49,19 @@ export interface AccountContext {
  */
 export const MAX_PENDING_ENROLMENTS = 5;
 
+/**
+ * Active devices an account may hold, far above what a person runs. Every device lives in the account's state, which
+ * every write of the account stores again (a new enrolment's deadline stores the snapshot), so without a cap one
+ * person admitting key after key grew their account, and the cost of each stranger's request to join it, for good.
+ */
+export const MAX_ACTIVE_DEVICES = 50;
+/**
+ * Removed devices the account remembers (the newest removals): a removed device is refused `device_removed`, one
+ * forgotten `device_unknown`, either way never admitted. Kept without a bound, enrolling and removing key after key
+ * (which the active cap does not stop) grew the state the same way.
+ */
+export const REMOVED_DEVICES_KEPT = 50;
+
 /** The enrolment to drop for a new request when the list is full: the oldest of the requester holding the most. */
 function displacedBy(undecided: readonly PendingEnrolment[]): PendingEnrolment | undefined {
   const held = new Map<string, number>();
@@ -63,6 +76,7 @@ type Of<T extends Ev['type']> = Extract<Ev, { type: T }>;
 
 const refused = (code: AccountRefusalCode): AccountEmitted => ({ type: 'account.refused', code });
 const isActive = (ctx: Ctx, deviceId: string): boolean => ctx.devices[deviceId]?.status === 'active';
+const isFull = (ctx: Ctx): boolean => Object.values(ctx.devices).filter((d) => d.status === 'active').length >= MAX_ACTIVE_DEVICES;
 /**
  * A further device joins only when an enrolled one admits it, so an account whose last active device left could never
  * be entered again, and its handle would stay bound to it for good: the last device may not end its enrolment.
@@ -93,6 +107,11 @@ function admit(ctx: Ctx, enrolment: PendingEnrolment, at: number): Partial<Ctx> 
 function removeDevices(ctx: Ctx, ids: readonly string[], at: number): Partial<Ctx> {
   const devices = { ...ctx.devices };
   for (const id of ids) devices[id] = { ...devices[id]!, status: 'removed', removedAt: at };
+  // Oldest removal first (one without a time, stored before removedAt was kept, older than any); ties keep their order.
+  const removed = Object.values(devices)
+    .filter((d) => d.status === 'removed')
+    .sort((a, b) => (a.removedAt ?? -Infinity) - (b.removedAt ?? -Infinity));
+  for (const forgotten of removed.slice(0, Math.max(0, removed.length - REMOVED_DEVICES_KEPT))) delete devices[forgotten.id];
   const enrolments = Object.fromEntries(Object.entries(ctx.enrolments).filter(([, e]) => e.decision !== 'admitted'));
   return { devices, enrolments, epoch: ctx.epoch + 1 };
 }
@@ -197,6 +216,7 @@ export const accountMachine = setup({
             const pending = context.enrolments[event.enrolmentId];
             if (!pending || event.at >= pending.expiresAt) return void enqueue.emit(refused('enrolment_not_found'));
             if (pending.decision !== 'pending') return void enqueue.emit(refused('enrolment_already_decided'));
+            if (event.decision === 'admit' && isFull(context)) return void enqueue.emit(refused('device_limit_reached'));
             const decision = event.decision === 'admit' ? 'admitted' : 'refused';
             enqueue.assign({ enrolments: { ...context.enrolments, [pending.enrolmentId]: { ...pending, decision } } });
             enqueue.emit({ type: 'account.enrolmentDecided', enrolmentId: pending.enrolmentId, decision: event.decision });
@@ -220,6 +240,8 @@ export const accountMachine = setup({
               enqueue.assign({ enrolments: withoutEnrolment(context, pending.enrolmentId) });
               return void enqueue.emit(refused('enrolment_refused'));
             }
+            // Admitted while there was room, with others admitted beside it: the first to complete takes the place.
+            if (isFull(context)) return void enqueue.emit(refused('device_limit_reached'));
             if (event.deviceKept === false) return void enqueue.emit({ type: 'account.enrolmentAdmissible', deviceId: pending.device.id });
             enqueue.assign(admit(context, pending, event.at));
             enqueue.emit({ type: 'account.enrolled', deviceId: pending.device.id, epoch: context.epoch });

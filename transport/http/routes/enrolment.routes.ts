@@ -4,6 +4,7 @@ import { verificationCode, type Accounts } from '../../../identity/accounts.js';
 import { HANDLE } from '../../../identity/ids.js';
 import { acceptDeviceKey, DevicePublicKeySchema, InvalidDeviceKeyError } from '../../../identity/device-keys.js';
 import { LONGEST_SIGNED_LIFETIME_S, type RegistrySigningKeys } from '../../../identity/signing-keys.js';
+import { MAX_ACTIVE_DEVICES } from '../../../machines/account/account.machine.js';
 import { apiSchema } from '../api-schemas.js';
 import { principalAs } from '../credentials.js';
 import { HttpError } from '../errors.js';
@@ -181,7 +182,8 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       description:
         'Called by the enrolling device, under a body-bound device assertion made with its new key, with the nonce ' +
         'from `start`. For an approval enrolment, answers 409 `enrolment_pending` until an enrolled device admits ' +
-        'it and 403 `enrolment_refused` if it refused.\n\n' +
+        'it, 403 `enrolment_refused` if it refused and 409 `device_limit_reached` when the account holds ' +
+        `${MAX_ACTIVE_DEVICES} active devices already.\n\n` +
         '**Repeatable.** Once completed, the same request from the same device (same `enrolmentId` and `nonce`, a fresh ' +
         'assertion) is answered again, with a new passport under the current account epoch, for as long as the device ' +
         'stays enrolled: a client that lost the first answer retries, and a kept device renews its passport after a ' +
@@ -242,6 +244,9 @@ export function enrolmentRoutes(deps: EnrolmentDependencies): AnyRoute[] {
       method: 'post',
       path: '/v1/enrol/approve',
       summary: 'Admit or refuse a device waiting to join this account',
+      description:
+        `An account holds at most ${MAX_ACTIVE_DEVICES} active devices: admitting another is 409 \`device_limit_reached\` ` +
+        '(remove one first), and so is completing an admission made while a place was free once others took them all.',
       bodyBound: true,
       body: EnrolApproveRequest,
       responses: { 204: { description: 'Decision recorded.' } },
