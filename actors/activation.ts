@@ -26,7 +26,10 @@ export interface ActorReply {
   readonly snapshot: AnyMachineSnapshot;
   /** Events the machine emitted while handling this event. */
   readonly emitted: readonly EventObject[];
-  /** False when the machine ignored the event (nothing was journaled; nor is an ephemeral event's change). */
+  /**
+   * False when the event changed nothing (ignored, or only answered with emitted events): nothing was journaled. True
+   * for an ephemeral event's change, which is not journaled either.
+   */
   readonly changed: boolean;
 }
 
@@ -344,9 +347,12 @@ export class Activation implements CommitParticipant {
       this.#refuse(request, new ActorEventRejectedError(this.id, error));
       return;
     }
-    if (next === current && actions.length === 0) {
-      // Ignored: nothing to journal, but the reply still reports state, so it waits until that state is durable.
-      request.reply = { version: this.#version, snapshot: current, emitted: NONE, changed: false };
+    if (next === current && actions.every((action) => action.type === 'xstate.emit')) {
+      // Ignored, or only answered (a refusal, a read): nothing to journal, since replaying it would change nothing, but
+      // the reply still reports state, so it waits until that state is durable. Journaled, every refused request cost a
+      // write as an accepted one does (an enrolling device polling its completion, a pending device's wrong proofs).
+      const emitted = actions.length === 0 ? NONE : actions.map((action) => (action.params as { event: EventObject }).event);
+      request.reply = { version: this.#version, snapshot: current, emitted, changed: false };
       this.#awaitCommit(request);
       return;
     }
