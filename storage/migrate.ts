@@ -24,6 +24,7 @@ import * as endedActors0019 from './migrations/0019-ended-actors.js';
 import * as codesBySession0020 from './migrations/0020-codes-by-session.js';
 import * as endedActorsByKind0021 from './migrations/0021-ended-actors-by-kind.js';
 import * as liveSessionsByAccount0022 from './migrations/0022-live-sessions-by-account.js';
+import * as browserSessionsByBrowserAccount0023 from './migrations/0023-browser-sessions-by-browser-account.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -52,6 +53,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0020-codes-by-session': codesBySession0020,
   '0021-ended-actors-by-kind': endedActorsByKind0021,
   '0022-live-sessions-by-account': liveSessionsByAccount0022,
+  '0023-browser-sessions-by-browser-account': browserSessionsByBrowserAccount0023,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
