@@ -33,6 +33,22 @@ export function heldByOtherAccounts(browserId: string, accountId: string): RawBu
  * Locks the browser's live sessions in id order. Through the partial index of live sessions: the ended ones a day of
  * sign-ins leaves in the browser are never read. Exported for the test of what it reads.
  */
+/**
+ * Revokes the Environment grants authorized in the browser that are still live. Through the partial index of unrevoked
+ * Environment grants by (browser, expiry) (migration 0025): ended grants stay 30 days, and a logout read every one of
+ * them the browser ever authorized. An expired grant authorizes nothing and is left as it ended. Exported for the test
+ * of what it reads.
+ */
+export function revokeLiveEnvironmentGrantsOfBrowser(trx: Transaction<Database>, browserId: string, reason: string, at: Date) {
+  return trx
+    .updateTable('oauth_grants')
+    .set({ revoked_at: at, revoked_reason: reason })
+    .where('browser_id', '=', browserId)
+    .where('kind', '=', 'environment')
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', at);
+}
+
 export function lockLiveSessionsOfBrowser(trx: Transaction<Database>, browserId: string) {
   return trx.selectFrom('browser_sessions').select('id').where('browser_id', '=', browserId).where('revoked_at', 'is', null).orderBy('id').forUpdate();
 }
@@ -268,13 +284,7 @@ export class BrowserSessions {
         .where('browser_id', '=', browserId)
         .where('revoked_at', 'is', null)
         .executeTakeFirst();
-      const grants = await trx
-        .updateTable('oauth_grants')
-        .set({ revoked_at: at, revoked_reason: reason })
-        .where('browser_id', '=', browserId)
-        .where('kind', '=', 'environment')
-        .where('revoked_at', 'is', null)
-        .executeTakeFirst();
+      const grants = await revokeLiveEnvironmentGrantsOfBrowser(trx, browserId, reason, at).executeTakeFirst();
       // Codes issued in this browser and not yet exchanged would otherwise mint a grant after the logout.
       await trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('used_at', 'is', null).execute();
       return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };

@@ -26,6 +26,7 @@ import * as endedActorsByKind0021 from './migrations/0021-ended-actors-by-kind.j
 import * as liveSessionsByAccount0022 from './migrations/0022-live-sessions-by-account.js';
 import * as browserSessionsByBrowserAccount0023 from './migrations/0023-browser-sessions-by-browser-account.js';
 import * as liveGrantsByAccount0024 from './migrations/0024-live-grants-by-account.js';
+import * as liveGrantsByBrowser0025 from './migrations/0025-live-grants-by-browser.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -56,6 +57,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0022-live-sessions-by-account': liveSessionsByAccount0022,
   '0023-browser-sessions-by-browser-account': browserSessionsByBrowserAccount0023,
   '0024-live-grants-by-account': liveGrantsByAccount0024,
+  '0025-live-grants-by-browser': liveGrantsByBrowser0025,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -1,16 +1,16 @@
 import { sql, type CompiledQuery } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { heldByOtherAccounts, lockLiveSessionsOfBrowser } from '../../identity/browser-sessions.js';
+import { heldByOtherAccounts, lockLiveSessionsOfBrowser, revokeLiveEnvironmentGrantsOfBrowser } from '../../identity/browser-sessions.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { planNodes, type PlanNode } from '../support/query-plan.js';
 
 /**
  * Making a page or console session asks whether its browser holds another account's sessions, and a logout locks the
- * browser's live sessions. Read by the browser alone, both read every session the browser ever had that the sweep had
+ * browser's live sessions and revokes the Environment grants it authorized. Read by the browser alone, both read every session the browser ever had that the sweep had
  * not removed yet (ended ones stay a day): one device signing in again and again in one browser made each next request
- * read more. Counted as the rows an EXPLAIN ANALYZE reads, with 5,000 ended sessions of one account in the browser
- * (and 5,000 live ones of other accounts elsewhere).
+ * read more (ended grants stay 30 days). Counted as the rows an EXPLAIN ANALYZE reads, with 5,000 ended sessions of one
+ * account and 10,000 ended grants in the browser (and 5,000 live sessions of other accounts elsewhere).
  */
 let db: TestDatabase;
 
@@ -31,23 +31,37 @@ test.before(async () => {
     INSERT INTO browser_sessions (id, kind, secret_hash, browser_id, account_id, account_epoch, created_at, expires_at)
     VALUES ('pgs_other', 'page', 'h-other', 'brw_shared', 'acc_z', 1, now(), now() + interval '12 hours'),
            ('pgs_mine', 'page', 'h-mine', 'brw_shared', 'acc_m', 1, now(), now() + interval '12 hours')`.execute(q);
+  // The Environment grants the browser authorized: 10,000 ended (expired or revoked), three live.
+  await sql`
+    INSERT INTO oauth_grants (id, kind, account_id, account_epoch, browser_id, scopes, created_at, last_used_at, expires_at, revoked_at)
+    SELECT 'grt_' || g, 'environment', 'acc_m', 1, 'brw_busy', '[]'::jsonb, now() - interval '2 days', now() - interval '2 days',
+           CASE WHEN g <= 3 THEN now() + interval '1 hour' WHEN g % 2 = 0 THEN now() - interval '1 day' ELSE now() + interval '1 hour' END,
+           CASE WHEN g > 3 AND g % 2 = 1 THEN now() - interval '1 day' END
+      FROM generate_series(1, 10003) g`.execute(q);
   await sql`ANALYZE browser_sessions`.execute(q);
+  await sql`ANALYZE oauth_grants`.execute(q);
 });
 test.after(async () => {
   await db.drop();
 });
 
-/** The rows of browser_sessions a statement reads (returned or filtered out, over all loops), and its result. */
-async function rowsRead(compiled: CompiledQuery): Promise<{ read: number; result: unknown[] }> {
+/**
+ * The rows of `table` a statement reads, over all loops: index entries a bitmap scan collects, and rows any scan
+ * returns or filters out beyond them. Its result, from a run of its own unless it writes; rolled back either way.
+ */
+async function rowsRead(compiled: CompiledQuery, table = 'browser_sessions', writes = false): Promise<{ read: number; result: unknown[] }> {
   const client = await db.connection.pool.connect();
   try {
     await client.query('BEGIN');
-    const result = (await client.query(compiled.sql, [...compiled.parameters])).rows;
+    const result = writes ? [] : (await client.query(compiled.sql, [...compiled.parameters])).rows;
     const { rows } = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${compiled.sql}`, [...compiled.parameters]);
     let read = 0;
     for (const node of planNodes(rows[0]!['QUERY PLAN'][0]!.Plan)) {
-      if (node['Relation Name'] !== 'browser_sessions') continue;
-      read += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
+      const loops = node['Actual Loops'] ?? 1;
+      if (node['Node Type'] === 'Bitmap Index Scan') read += (node['Actual Rows'] ?? 0) * loops;
+      else if (node['Relation Name'] !== table || node['Node Type'] === 'ModifyTable') continue;
+      else if (node['Node Type'] === 'Bitmap Heap Scan') read += (node['Rows Removed by Filter'] ?? 0) * loops;
+      else read += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * loops;
     }
     return { read, result };
   } finally {
@@ -73,6 +87,16 @@ test("a logout's lock of the browser's live sessions reads the live ones only", 
     assert.is(result.length, 3);
     assert.ok(read <= 3, `read ${read} rows`);
   });
+});
+
+test("a logout's revocation of the browser's Environment grants reads the live ones only", async () => {
+  await db.connection.db.transaction().execute(async (trx) => {
+    const revoke = revokeLiveEnvironmentGrantsOfBrowser(trx, 'brw_busy', 'browser_logout', new Date()).compile();
+    const { read } = await rowsRead(revoke, 'oauth_grants', true);
+    assert.ok(read <= 3, `read ${read} rows`);
+  });
+  const live = await db.connection.db.selectFrom('oauth_grants').select('id').where('revoked_at', 'is', null).where('expires_at', '>', new Date()).execute();
+  assert.is(live.length, 3, 'rolled back');
 });
 
 test.run();

@@ -15,7 +15,7 @@ const MIGRATIONS = [
   '0011-journal-segments', '0012-device-assertion-uses', '0013-assertion-use-batches', '0014-environments-by-origin',
   '0015-code-auth-time-when-asked', '0016-idempotency-claim-tokens', '0017-journal-retention',
   '0018-sweep-indexes', '0019-ended-actors', '0020-codes-by-session', '0021-ended-actors-by-kind', '0022-live-sessions-by-account',
-  '0023-browser-sessions-by-browser-account', '0024-live-grants-by-account',
+  '0023-browser-sessions-by-browser-account', '0024-live-grants-by-account', '0025-live-grants-by-browser',
 ];
 
 /** Tables, columns, constraints, indexes, triggers and functions of `public`, one line each (kysely's own excluded). */
