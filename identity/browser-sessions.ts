@@ -49,6 +49,15 @@ export function revokeLiveEnvironmentGrantsOfBrowser(trx: Transaction<Database>,
     .where('expires_at', '>', at);
 }
 
+/**
+ * Spends the browser's codes that could still be exchanged (unused, unexpired: an exchange checks both). Through the
+ * index by (browser, expiry) (migration 0026), so it reads the codes of the last minute, not every code the browser was
+ * issued that the sweep had not removed (a day after their expiry). Exported for the test of what it reads.
+ */
+export function spendLiveCodesOfBrowser(trx: Transaction<Database>, browserId: string, at: Date) {
+  return trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('expires_at', '>', at).where('used_at', 'is', null);
+}
+
 export function lockLiveSessionsOfBrowser(trx: Transaction<Database>, browserId: string) {
   return trx.selectFrom('browser_sessions').select('id').where('browser_id', '=', browserId).where('revoked_at', 'is', null).orderBy('id').forUpdate();
 }
@@ -286,7 +295,7 @@ export class BrowserSessions {
         .executeTakeFirst();
       const grants = await revokeLiveEnvironmentGrantsOfBrowser(trx, browserId, reason, at).executeTakeFirst();
       // Codes issued in this browser and not yet exchanged would otherwise mint a grant after the logout.
-      await trx.updateTable('oauth_codes').set({ used_at: at }).where('browser_id', '=', browserId).where('used_at', 'is', null).execute();
+      await spendLiveCodesOfBrowser(trx, browserId, at).execute();
       return { sessions: Number(sessions.numUpdatedRows), grants: Number(grants.numUpdatedRows) };
     });
     await Promise.all(this.#logoutListeners.map((listener) => listener(browserId, 'after')));

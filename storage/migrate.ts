@@ -27,6 +27,7 @@ import * as liveSessionsByAccount0022 from './migrations/0022-live-sessions-by-a
 import * as browserSessionsByBrowserAccount0023 from './migrations/0023-browser-sessions-by-browser-account.js';
 import * as liveGrantsByAccount0024 from './migrations/0024-live-grants-by-account.js';
 import * as liveGrantsByBrowser0025 from './migrations/0025-live-grants-by-browser.js';
+import * as codesByBrowserExpiry0026 from './migrations/0026-codes-by-browser-expiry.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -58,6 +59,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0023-browser-sessions-by-browser-account': browserSessionsByBrowserAccount0023,
   '0024-live-grants-by-account': liveGrantsByAccount0024,
   '0025-live-grants-by-browser': liveGrantsByBrowser0025,
+  '0026-codes-by-browser-expiry': codesByBrowserExpiry0026,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -1,16 +1,17 @@
 import { sql, type CompiledQuery } from 'kysely';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { heldByOtherAccounts, lockLiveSessionsOfBrowser, revokeLiveEnvironmentGrantsOfBrowser } from '../../identity/browser-sessions.js';
+import { heldByOtherAccounts, lockLiveSessionsOfBrowser, revokeLiveEnvironmentGrantsOfBrowser, spendLiveCodesOfBrowser } from '../../identity/browser-sessions.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { planNodes, type PlanNode } from '../support/query-plan.js';
 
 /**
  * Making a page or console session asks whether its browser holds another account's sessions, and a logout locks the
- * browser's live sessions and revokes the Environment grants it authorized. Read by the browser alone, both read every session the browser ever had that the sweep had
+ * browser's live sessions, revokes the Environment grants it authorized and spends its codes. Read by the browser alone, both read every session the browser ever had that the sweep had
  * not removed yet (ended ones stay a day): one device signing in again and again in one browser made each next request
- * read more (ended grants stay 30 days). Counted as the rows an EXPLAIN ANALYZE reads, with 5,000 ended sessions of one
- * account and 10,000 ended grants in the browser (and 5,000 live sessions of other accounts elsewhere).
+ * read more (ended grants stay 30 days, expired codes a day). Counted as the rows an EXPLAIN ANALYZE reads, with 5,000
+ * ended sessions of one account, 10,000 ended grants and 10,000 expired codes in the browser (and 5,000 live sessions of
+ * other accounts elsewhere).
  */
 let db: TestDatabase;
 
@@ -38,6 +39,14 @@ test.before(async () => {
            CASE WHEN g <= 3 THEN now() + interval '1 hour' WHEN g % 2 = 0 THEN now() - interval '1 day' ELSE now() + interval '1 hour' END,
            CASE WHEN g > 3 AND g % 2 = 1 THEN now() - interval '1 day' END
       FROM generate_series(1, 10003) g`.execute(q);
+  // The codes the browser was issued: 10,000 expired and never exchanged, two that still could be.
+  await sql`INSERT INTO oidc_clients (client_id, kind, name, redirect_uris) VALUES ('cli', 'cli', 'CLI', '[]'::jsonb)`.execute(q);
+  await sql`
+    INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, account_id, account_epoch, browser_id, auth_time, expires_at)
+    SELECT 'c' || g, 'cli', 'http://127.0.0.1/cb', 'x', '[]'::jsonb, 'acc_m', 1, 'brw_busy', now(),
+           CASE WHEN g <= 2 THEN now() + interval '1 minute' ELSE now() - interval '1 hour' END
+      FROM generate_series(1, 10002) g`.execute(q);
+  await sql`ANALYZE oauth_codes`.execute(q);
   await sql`ANALYZE browser_sessions`.execute(q);
   await sql`ANALYZE oauth_grants`.execute(q);
 });
@@ -97,6 +106,13 @@ test("a logout's revocation of the browser's Environment grants reads the live o
   });
   const live = await db.connection.db.selectFrom('oauth_grants').select('id').where('revoked_at', 'is', null).where('expires_at', '>', new Date()).execute();
   assert.is(live.length, 3, 'rolled back');
+});
+
+test("a logout's spending of the browser's codes reads those that could still be exchanged only", async () => {
+  await db.connection.db.transaction().execute(async (trx) => {
+    const { read } = await rowsRead(spendLiveCodesOfBrowser(trx, 'brw_busy', new Date()).compile(), 'oauth_codes', true);
+    assert.ok(read <= 2, `read ${read} rows`);
+  });
 });
 
 test.run();
