@@ -29,8 +29,10 @@ export const deviceKind = defineActorKind({
   machine: deviceMachine,
   key: { pattern: idPattern('dev'), describe: 'device id: dev_ + 26 base32 characters' },
   timers: (snapshot) => deviceTimers(snapshot.context),
-  // Lapsed is final, and retired it loads as `unassigned`: an id that names no account, as a lapsed one must.
-  endedAt: (snapshot) => (snapshot.value === 'lapsed' ? (snapshot.context.lapsedAt ?? null) : null),
+  // Lapsed and forgotten are final, and retired they load as `unassigned`: an id that names no account, as a lapsed
+  // one must and as a forgotten one already does (its account no longer holds it).
+  endedAt: (snapshot) =>
+    snapshot.value === 'lapsed' ? (snapshot.context.lapsedAt ?? null) : snapshot.value === 'forgotten' ? (snapshot.context.forgottenAt ?? null) : null,
 });
 
 export const identityKinds = [accountKind, accountHandleKind, deviceKind] as const;

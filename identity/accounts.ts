@@ -250,10 +250,13 @@ export class Accounts {
     this.#epochListeners.push(listener);
   }
 
-  #removed(accountId: string, reply: ActorReply): number {
+  async #removed(accountId: string, reply: ActorReply): Promise<number> {
     const outcome = this.#outcome(reply);
     if (outcome.type !== 'account.devicesRemoved') throw new Error(`unexpected outcome ${outcome.type}`);
     for (const listener of this.#epochListeners) listener(accountId);
+    // Best effort, after the removal committed: a device actor left unended only stays stored, naming its account,
+    // which holds no such device (a lookup finds none either way).
+    await Promise.allSettled(outcome.forgotten.map((deviceId) => this.#host.send('device', deviceId, { type: 'device.forget', accountId })));
     return outcome.epoch;
   }
 

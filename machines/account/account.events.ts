@@ -77,4 +77,10 @@ export type AccountEmitted =
   | { readonly type: 'account.enrolmentAdmissible'; readonly deviceId: string }
   | { readonly type: 'account.enrolmentRequested'; readonly enrolmentId: string }
   | { readonly type: 'account.enrolmentDecided'; readonly enrolmentId: string; readonly decision: 'admit' | 'refuse' }
-  | { readonly type: 'account.devicesRemoved'; readonly deviceIds: readonly string[]; readonly epoch: number };
+  | {
+      readonly type: 'account.devicesRemoved';
+      readonly deviceIds: readonly string[];
+      readonly epoch: number;
+      /** Removed devices the account no longer remembers: their device actors may end. */
+      readonly forgotten: readonly string[];
+    };

@@ -116,6 +116,9 @@ function removeDevices(ctx: Ctx, ids: readonly string[], at: number): Partial<Ct
   return { devices, enrolments, epoch: ctx.epoch + 1 };
 }
 
+/** Devices the account no longer remembers after `change` (the oldest removals beyond REMOVED_DEVICES_KEPT). */
+const forgottenBy = (ctx: Ctx, change: Partial<Ctx>): string[] => Object.keys(ctx.devices).filter((id) => !(id in change.devices!));
+
 export const accountMachine = setup({
   types: {
     context: {} as AccountContext,
@@ -254,7 +257,7 @@ export const accountMachine = setup({
             if (isLastActive(context, event.deviceId)) return void enqueue.emit(refused('last_device'));
             const change = removeDevices(context, [event.deviceId], event.at);
             enqueue.assign(change);
-            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch! });
+            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch!, forgotten: forgottenBy(context, change) });
           }),
         },
         'account.devices.revokeOthers': {
@@ -265,7 +268,7 @@ export const accountMachine = setup({
               .map((d) => d.id);
             const change = removeDevices(context, others, event.at);
             enqueue.assign(change);
-            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: others, epoch: change.epoch! });
+            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: others, epoch: change.epoch!, forgotten: forgottenBy(context, change) });
           }),
         },
         'account.signOut': {
@@ -274,7 +277,7 @@ export const accountMachine = setup({
             if (isLastActive(context, event.deviceId)) return void enqueue.emit(refused('last_device'));
             const change = removeDevices(context, [event.deviceId], event.at);
             enqueue.assign(change);
-            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch! });
+            enqueue.emit({ type: 'account.devicesRemoved', deviceIds: [event.deviceId], epoch: change.epoch!, forgotten: forgottenBy(context, change) });
           }),
         },
         'timer.due': {

@@ -14,6 +14,8 @@ import { emit, enqueueActions, setup } from 'xstate';
 export type DeviceEvent =
   | { readonly type: 'device.assign'; readonly accountId: string; readonly expiresAt?: number; readonly at: number }
   | { readonly type: 'device.keep'; readonly accountId: string; readonly at: number }
+  /** Its account removed it and no longer remembers it (account.machine REMOVED_DEVICES_KEPT). */
+  | { readonly type: 'device.forget'; readonly accountId: string; readonly at: number }
   | { readonly type: 'timer.due'; readonly name: string; readonly dueAt: number; readonly at: number };
 
 export type DeviceEmitted =
@@ -26,6 +28,8 @@ export interface DeviceContext {
   readonly expiresAt?: number | null;
   /** When it lapsed: the device's end. */
   readonly lapsedAt?: number;
+  /** When its account forgot it, long after removing it: the device's end. */
+  readonly forgottenAt?: number;
 }
 
 type Keep = Extract<DeviceEvent, { type: 'device.keep' }>;
@@ -65,6 +69,18 @@ export const deviceMachine = setup({
       },
     },
     kept: {
+      on: {
+        'device.assign': { actions: emit({ type: 'device.taken' }) },
+        'device.forget': {
+          guard: ({ context, event }) => event.accountId === context.accountId,
+          target: 'forgotten',
+          actions: enqueueActions(({ event, enqueue }) => enqueue.assign({ forgottenAt: event.at })),
+        },
+      },
+    },
+    // Final: its account holds no such device any more, so retired, loading as `unassigned` (naming no account) is
+    // exactly what it already is to a lookup (device_unknown).
+    forgotten: {
       on: { 'device.assign': { actions: emit({ type: 'device.taken' }) } },
     },
     lapsed: {

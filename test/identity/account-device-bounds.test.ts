@@ -4,16 +4,18 @@ import { DeviceClient } from '../../client/device-client.js';
 import { MAX_ACTIVE_DEVICES, REMOVED_DEVICES_KEPT } from '../../machines/account/account.machine.js';
 import { productParts } from '../../server/main.js';
 import { assertProblem, enrolFirst, startEnrolment } from '../support/identity.js';
+import type { TestDatabase } from '../support/database.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
  * Every device an account ever held lived in its state, which each write of the account stores again: one person
  * admitting key after key (or admitting and removing them) grew it without end. Now an account holds at most
  * MAX_ACTIVE_DEVICES active devices and remembers the newest REMOVED_DEVICES_KEPT removed ones, counted in the stored
- * state through the operator listener.
+ * state through the operator listener; the device actors of those it forgets end, to be retired.
  */
 let server: TestServer;
-withTestServer(test, (started) => ({ server } = started), productParts);
+let db: TestDatabase;
+withTestServer(test, (started) => ({ server, db } = started), productParts);
 
 /** Enrolment start allows a burst of 20 per client address: each run of 20 comes from another loopback address. */
 let starts = 0;
@@ -86,6 +88,15 @@ test(`an account remembers its newest ${REMOVED_DEVICES_KEPT} removed devices: d
   const stored = await storedDevices(first.accountId);
   assert.is(stored.active, 1);
   assert.equal(stored.removed.sort(), removed.slice(3).map((d) => d.deviceId!).sort(), 'the newest removals, the three oldest forgotten');
+  // A forgotten device's own actor ends too (so it is retired in time), a remembered one's does not.
+  const ended = await db.connection.db
+    .selectFrom('actor_snapshots')
+    .select('key')
+    .where('kind', '=', 'device')
+    .where('key', 'in', removed.map((d) => d.deviceId!))
+    .where('ended_at', 'is not', null)
+    .execute();
+  assert.equal(ended.map((r) => r.key).sort(), removed.slice(0, 3).map((d) => d.deviceId!).sort());
   // Either way the device is refused: as removed while remembered, as unknown once forgotten.
   await assertProblem(await removed[0]!.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_unknown');
   await assertProblem(await removed.at(-1)!.request(server.url, 'GET', '/v1/account/devices'), 401, 'device_removed');
