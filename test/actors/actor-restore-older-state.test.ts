@@ -29,7 +29,7 @@ const oldMachine = setup({ types: { context: {} as { total: number }, events: {}
       on: {
         add: { actions: assign({ total: ({ context, event }) => context.total + event.amount }) },
         pause: { target: 'paused' },
-        // Changes nothing but emits: journaled for its action, and replayed as the same action.
+        // Changes nothing but emits: journaled by earlier builds for its action, replayed as the same action.
         ping: { actions: emit(({ context }) => ({ type: 'pong', total: context.total })) },
       },
     },
@@ -89,8 +89,13 @@ test('a journaled event the new machine no longer handles fails the restore inst
   assert.is(version, 2, 'nothing was written over it');
 });
 
-test('an event journaled for its actions alone (an emit) still replays', async () => {
-  await writtenByOldRelease('emits', ['add', 'ping', 'add']);
+test('an event an earlier build journaled for an emit alone still replays', async () => {
+  // This build journals no answer-only event; earlier builds did, and their journals must still load.
+  await writtenByOldRelease('emits', ['add']);
+  const stored = (await store.load('tally', 'emits'))!;
+  const at = systemClock.now();
+  await store.commit([{ kind: 'tally', key: 'emits', baseVersion: 1, epoch: stored.epoch, journal: [{ version: 2, event: { type: 'ping', at }, at }] }]);
+  await writtenByOldRelease('emits', ['add']);
   const host = hostFor(store, systemClock, [oldKind]);
   const reply = await host.send('tally', 'emits', { type: 'add', amount: 1 });
   assert.equal({ version: reply.version, total: (reply.snapshot.context as { total: number }).total }, { version: 4, total: 21 });
