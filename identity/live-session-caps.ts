@@ -8,7 +8,7 @@ import { HttpError } from '../transport/http/errors.js';
  * expiry sweeps bounded the rows. Every cap is far above what a person uses: a person signs in to registry pages a
  * few times a day per browser (page), opens the console in a few browsers (console), runs a Desktop Shell or two
  * (desktop) and runs one review host at a time (review capability). CLI sign-ins are not capped yet: a cap enforced on
- * the token endpoint's path cost its exchanges 10-15 % (see README).
+ * the token endpoint's path cost its exchanges 10-15 % (see docs/decisions.md).
  *
  * Two rules. Browser sessions *end the oldest*: a person cannot list or end page and console sessions one by one; so
  * a new session never fails and the person's oldest goes (through the kind's own revocation). Desktop management

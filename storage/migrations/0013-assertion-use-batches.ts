@@ -7,8 +7,8 @@ import { sql, type Kysely } from 'kysely';
  * and its WAL: together about a tenth of what the whole request cost on a two-core machine (Postgres and the
  * signature checks share the cores). The store's only reader is a starting server, which reloads the ids still inside
  * their time window into memory; memory answers every check while the process runs. The primary key's cross-process
- * refusal is given up with it: one server owns a database until cluster mode brings a shared check (README, "Device
- * plane").
+ * refusal is given up with it: one server owns a database until cluster mode brings a shared check (docs/decisions.md,
+ * "Device plane").
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

@@ -75,13 +75,13 @@ test('a hint signed by a withdrawn key is invalid_request at once; one signed by
   assert.ok((await silent(await idToken())).get('code'));
 });
 
-test('the API description and the README say a hint is taken only while its key is published', async () => {
+test('the API description and docs/decisions.md say a hint is taken only while its key is published', async () => {
   const doc = (await (await fetch(`${server.url}/v1/openapi.json`)).json()) as {
     paths: Record<string, { get: { parameters: Array<{ name: string; description?: string }> } }>;
   };
   const hint = doc.paths['/v1/oidc/authorize']!.get.parameters.find((p) => p.name === 'id_token_hint');
   assert.match(hint?.description ?? '', /\/v1\/auth\/jwks/);
-  const readme = await readFile(new URL('../../../README.md', import.meta.url), 'utf8');
+  const readme = await readFile(new URL('../../../docs/decisions.md', import.meta.url), 'utf8');
   const sentence = /`id_token_hint`, when sent, names \(([^)]*)\)/.exec(readme.replace(/\s+/g, ' '))?.[1] ?? '';
   assert.match(sentence, /\/v1\/auth\/jwks/);
   // The operators' command list: every command its own code span.

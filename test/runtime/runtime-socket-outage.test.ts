@@ -10,7 +10,7 @@ import { runtimeSocket } from '../support/runtime-socket.js';
 import { waitFor } from '../support/wait.js';
 
 /**
- * README: "When the stores cannot answer: 503 runtime_coordination_unavailable" and an outage is "never a 500". The
+ * docs/decisions.md: "When the stores cannot answer: 503 runtime_coordination_unavailable" and an outage is "never a 500". The
  * runtime socket's `presence.update` goes through the session actor (and the lease actor when that is not in memory)
  * outside `coordinated()`, so an outage met there reaches the WebSocket framework as an unknown throw: the client is
  * told `internal_error` ("the server failed") and the server logs it at error level with a stack, once per message.

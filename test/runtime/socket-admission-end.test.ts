@@ -11,7 +11,7 @@ import { withTestServer, type TestServer } from '../support/server.js';
  * A runtime socket admitted with the current lease while its session ends: released by its page, or revoked by a
  * browser logout. The end lands after the fence check but before the socket subscribed to its session's activity, so
  * the socket hears it only from the check at its opening. It must hear what an open socket hears for that end (the
- * README: "a socket whose lease moved while it was being admitted hears the same as soon as it opens"), not `lapsed`.
+ * docs/decisions.md: "a socket whose lease moved while it was being admitted hears the same as soon as it opens"), not `lapsed`.
  */
 let server: TestServer;
 let env: TestEnvironment;

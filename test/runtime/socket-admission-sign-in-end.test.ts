@@ -12,7 +12,7 @@ import { withTestServer, type TestServer } from '../support/server.js';
 /**
  * A sign-in that ends without a logout (a device of the account signs out, raising its epoch) while a socket under it
  * is being admitted: the upgrade checked the sign-in before the end, and the socket subscribes to the account's
- * sign-in changes only once it opens, after the end was told. It must close all the same (the README: such sockets
+ * sign-in changes only once it opens, after the end was told. It must close all the same (docs/decisions.md: such sockets
  * close "at once"), not stay open until a renewal round (which never runs here: the clock stands still).
  */
 let server: TestServer;

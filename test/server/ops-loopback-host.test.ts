@@ -7,7 +7,7 @@ import { withTestServer, type TestServer } from '../support/server.js';
 /**
  * Without OPS_TOKEN the operator listener trusts loopback, so it answers only requests addressed to loopback and sent
  * by no web page: a page whose own name was rebound to 127.0.0.1 reaches the port but names itself in `Host`, and a
- * browser sends `Origin` (README, Operator listener).
+ * browser sends `Origin` (docs/decisions.md, Operator listener).
  */
 let server: TestServer;
 withTestServer(test, (started) => ({ server } = started), { kinds: [counterKind] });

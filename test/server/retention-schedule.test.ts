@@ -8,7 +8,7 @@ import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
- * The server itself retires ended actors ACTOR_ENDED_RETENTION_DAYS after their end (README, Configuration and
+ * The server itself retires ended actors ACTOR_ENDED_RETENTION_DAYS after their end (README, Configuration; docs/decisions.md,
  * Retirement of ended actors: every ten minutes, the first run a minute after start), and removes journal segments
  * their snapshot covers ACTOR_JOURNAL_RETENTION_DAYS after their events (Journal retention: a minute after start,
  * then a cycle). The passes are tested on their own elsewhere; this is the schedules and the settings reaching them.

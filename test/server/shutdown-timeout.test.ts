@@ -7,7 +7,7 @@ import { startTestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
- * SHUTDOWN_TIMEOUT_MS: how long a stop waits for requests in flight (README, Configuration and Shutdown). A request
+ * SHUTDOWN_TIMEOUT_MS: how long a stop waits for requests in flight (README, Configuration; docs/decisions.md, Shutdown). A request
  * that never finishes (its client stopped sending half-way through the body) holds the stop that long, and no longer.
  */
 const TIMEOUT_MS = 800;
