@@ -7,7 +7,7 @@ import type { TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
- * Refusal codes the media-v2-data-plane document lists for a client's mistakes, each answered as such (README, Media:
+ * Refusal codes the media-v2-data-plane document lists for a client's mistakes, each answered as such (docs/media.md:
  * "a transport connected twice: `transport_already_connected`"), never `internal_error`.
  */
 let server: TestServer;

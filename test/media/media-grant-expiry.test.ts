@@ -11,7 +11,7 @@ import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
- * A Media connection lives no longer than its grant (README, Media; AsyncAPI close codes): a grant that expires
+ * A Media connection lives no longer than its grant (docs/media.md; AsyncAPI close codes): a grant that expires
  * without `grant.refresh` ends the connection with `session.ended` `grant_expired` and close 4410, and a refresh to a
  * fresh grant carries the connection to that grant's expiry instead.
  */
