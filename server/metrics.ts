@@ -168,6 +168,11 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
       },
     },
     sockets: {
+      // The HTTP answers of a WebSocket path (upgrades and refusals) are requests too, one operation per endpoint.
+      answered(endpoint: string, method: string, status: number, durationMs: number): void {
+        requests.inc({ operation: `websocket:${endpoint}`, method, status: String(status) });
+        requestSeconds.observe(durationMs / 1000, { operation: `websocket:${endpoint}` });
+      },
       opened: (endpoint: string) => socketsOpen.inc({ endpoint }, 1),
       closed(endpoint: string, code: number, byServer: boolean): void {
         socketsOpen.inc({ endpoint }, -1);

@@ -170,6 +170,11 @@ export function defineWebSocketEndpoint<TUser, TIn, TOut>(
 }
 
 export interface WebSocketObserver {
+  /**
+   * The path's HTTP answer: 101 for an upgrade, or a refusal (426 without a handshake, 405, 400, the 401 or 503 of
+   * `authenticate`, 503 while draining). Not called when the client went away before any answer.
+   */
+  answered?(name: string, method: string, status: number, durationMs: number): void;
   opened(name: string): void;
   /** `byServer`: the server closed it (a code of its own choosing); otherwise the client or the network did. */
   closed(name: string, code: number, byServer: boolean): void;
@@ -209,18 +214,29 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   let shuttingDown = false;
   const renderError = (error: WsError): unknown =>
     endpoint.errorMessage ? endpoint.errorMessage(error) : { type: 'error', ...error };
+  const answered = (method: string, status: number, started: number): void =>
+    deps.observer?.answered?.(endpoint.name, method, status, performance.now() - started);
+  /** Every refusal of the path goes through here, so none goes uncounted. */
+  const refuse = (res: HttpResponse, watch: AbortWatch, error: HttpError, requestId: string, method: string, started: number, head = false): void => {
+    refuseClosing(res, watch, error, requestId, head);
+    if (watch.aborted) return;
+    answered(method, error.status, started);
+    // The client's doing is debug, as the gateway's HTTP refusals are; a 5xx was logged where it arose.
+    if (error.status < 500) logger.debug({ requestId, method, status: error.status, code: error.code }, 'upgrade refused');
+  };
 
   async function upgrade(
     res: HttpResponse,
     request: UpgradeRequest,
     context: us_socket_context_t,
     watch: AbortWatch,
+    started: number,
   ): Promise<void> {
     const headers = request.headers;
     const choice = chooseCodec(headers['sec-websocket-protocol'] ?? '', endpoint.codecs);
     if (choice.kind === 'unsupported') {
       const supported = endpoint.subprotocols.join(', ');
-      refuseUpgrade(res, watch, unsupportedSubprotocol(choice.offered, supported), request.requestId);
+      refuse(res, watch, unsupportedSubprotocol(choice.offered, supported), request.requestId, request.method, started);
       return;
     }
     let user: TUser;
@@ -232,14 +248,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       if (error instanceof HttpError) {
         refusal = error;
         // A 4xx is the client's doing (a stranger with a bad token): one info line each let anyone fill the logs,
-        // so it is debug, as the gateway's HTTP refusals are. A 5xx (storage down) is the server's: warn.
+        // so it is debug (`refuse` logs it), as the gateway's HTTP refusals are. A 5xx (storage down) is the server's: warn.
         if (error.status >= 500) logger.warn({ err: error, requestId, status: error.status, code: error.code }, 'upgrade refused');
-        else logger.debug({ requestId, status: error.status, code: error.code }, 'upgrade refused');
       } else {
         refusal = new HttpError(500, 'internal_error', 'authentication failed');
         logger.error({ err: error, requestId }, 'authenticate failed');
       }
-      refuseUpgrade(res, watch, refusal, requestId); // nothing is written if the client is gone
+      refuse(res, watch, refusal, requestId, request.method, started); // nothing is written if the client is gone
       return;
     }
     // uWS copies the properties of the socket's data into its user data, so the flags live in a shared box.
@@ -250,7 +265,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         return;
       }
       if (shuttingDown) {
-        refuseUpgrade(res, watch, serverDraining(), request.requestId);
+        refuse(res, watch, serverDraining(), request.requestId, request.method, started);
         return;
       }
       const connection = new EndpointConnection<TUser, TOut>({
@@ -278,6 +293,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
           context,
         );
       });
+      if (upgrading.opened) answered(request.method, 101, started);
     } finally {
       upgrading.now = false;
       // uWS runs `open` from within upgrade(), so by now a socket that will ever open has.
@@ -369,16 +385,17 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     idleTimeout: endpoint.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     upgrade(res: HttpResponse, req: HttpRequest, context) {
+      const started = performance.now();
       const watch = watchAbort(res);
       const request = captureUpgradeRequest(res, req, parameterNames, deps.newRequestId());
       const unframed =
         framingRefusal(request.headers) ??
         (hasBody(request.headers) ? new HttpError(400, 'body_not_allowed', 'a WebSocket handshake takes no request body', { headers: { connection: 'close' } }) : undefined);
       if (unframed) {
-        refuseClosing(res, watch, unframed, request.requestId);
+        refuse(res, watch, unframed, request.requestId, request.method, started);
         return;
       }
-      upgrade(res, request, context, watch).catch((error: unknown) => {
+      upgrade(res, request, context, watch, started).catch((error: unknown) => {
         logger.error({ err: error, requestId: request.requestId }, 'upgrade failed');
       });
     },
@@ -441,6 +458,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
 
   // uWS passes a GET without the WebSocket handshake on to the next route, where the path would look unknown (404).
   const upgradeRequired = (head: boolean) => (res: HttpResponse, req: HttpRequest): void => {
+    const started = performance.now();
     const watch = watchAbort(res);
     const framing = framingHeaders(req);
     const refusal =
@@ -448,12 +466,13 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       new HttpError(426, 'websocket_upgrade_required', `${endpoint.path} is a WebSocket endpoint: open it with a WebSocket handshake`, {
         headers: { upgrade: 'websocket', ...(hasBody(framing) ? { connection: 'close' } : {}) },
       });
-    refuseClosing(res, watch, refusal, deps.newRequestId(), head);
+    refuse(res, watch, refusal, deps.newRequestId(), head ? 'HEAD' : 'GET', started, head);
   };
   app.get(endpoint.path, upgradeRequired(false));
   app.head(endpoint.path, upgradeRequired(true));
   // The path exists, for GET only: any other method is 405, not the 404 of an unknown path.
   app.any(endpoint.path, (res, req) => {
+    const started = performance.now();
     const watch = watchAbort(res);
     const method = req.getMethod().toUpperCase();
     const framing = framingHeaders(req);
@@ -462,7 +481,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${endpoint.path}, a WebSocket endpoint`, {
         headers: { allow: 'GET, HEAD', ...(hasBody(framing) ? { connection: 'close' } : {}) },
       });
-    refuseClosing(res, watch, refusal, deps.newRequestId());
+    refuse(res, watch, refusal, deps.newRequestId(), method, started);
   });
 
   return Object.freeze({
