@@ -127,6 +127,8 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const batchEvents = registry.histogram('registry_commit_batch_events', 'Journal entries written per group commit.', BATCH_BUCKETS);
   const commitSeconds = registry.histogram('registry_commit_duration_seconds', 'Group commit duration.', LATENCY_BUCKETS);
   const commitFailures = registry.counter('registry_commit_failures_total', 'Group commits that failed.');
+  // Failure series exist at 0 from the start: one that first appears at 1 shows no increase() to an alert.
+  commitFailures.inc({}, 0);
   const socketsOpen = registry.gauge('registry_websockets_open', 'Open WebSocket connections, by endpoint.');
   const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code (client_other: a code of the client\'s own, 3000–4999).');
   const sweepRuns = registry.counter(
@@ -162,6 +164,7 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
       batchFailed: () => commitFailures.inc(),
     },
     sweeps: {
+      scheduled: (sweep: string) => sweepRuns.inc({ sweep, outcome: 'failed' }, 0),
       runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'continuing' | 'failed', removed: number): void {
         sweepRuns.inc({ sweep, outcome });
         if (removed > 0) sweepRemoved.inc({ sweep }, removed);

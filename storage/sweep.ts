@@ -62,6 +62,8 @@ export interface ScheduledSweep {
 
 /** Told how each run of a scheduled sweep ended (the server's metrics). */
 export interface SweepObserver {
+  /** The sweep will run: its failures are counted from 0 (a series that first appears at 1 shows no increase). */
+  scheduled?(sweep: string): void;
   /** `continuing`: a sweep whose runs normally end unfinished (a cycle over every actor) goes on next run. */
   runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'continuing' | 'failed', removed: number): void;
 }
@@ -93,6 +95,7 @@ export function scheduleSweep(
   },
 ): ScheduledSweep {
   const { logger, observer } = options;
+  observer?.scheduled?.(name);
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let inFlight: Promise<void> | undefined;
