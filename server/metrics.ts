@@ -109,7 +109,11 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 const BATCH_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 
 /** The server's metrics, with the observer hooks the host, the gateway and the socket endpoints report to. */
-export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<string, number>; httpInFlight: () => number }) {
+export function createServerMetrics(sources: {
+  liveActors: () => ReadonlyMap<string, number>;
+  unrestorableActors: () => number;
+  httpInFlight: () => number;
+}) {
   const registry = new MetricsRegistry();
   const requests = registry.counter('registry_http_requests_total', 'HTTP requests answered, by operation and status.');
   const requestSeconds = registry.histogram('registry_http_request_duration_seconds', 'HTTP request duration.', LATENCY_BUCKETS);
@@ -122,6 +126,11 @@ export function createServerMetrics(sources: { liveActors: () => ReadonlyMap<str
   const eventsByKind = new Map<string, () => void>();
   registry.gauge('registry_actors_live', 'Actors in memory, by kind.', () =>
     [...sources.liveActors()].map(([kind, n]) => [{ kind }, n] as const),
+  );
+  registry.gauge(
+    'registry_actors_unrestorable',
+    'Actors whose stored state did not restore at their latest load (refused activation until mended; the error log names each).',
+    () => [[{}, sources.unrestorableActors()]],
   );
   const batchActors = registry.histogram('registry_commit_batch_actors', 'Actors written per group commit.', BATCH_BUCKETS);
   const batchEvents = registry.histogram('registry_commit_batch_events', 'Journal entries written per group commit.', BATCH_BUCKETS);

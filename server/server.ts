@@ -186,6 +186,7 @@ export async function startServer(
     let host: ActorHost | undefined;
     const metrics = createServerMetrics({
       liveActors: () => host?.liveCounts() ?? new Map<string, number>(),
+      unrestorableActors: () => host?.unrestorableCount ?? 0,
       httpInFlight: () => gateway.inFlight,
     });
     host = new ActorHost({

@@ -149,7 +149,7 @@ test('the first run comes after firstRunMs, not a whole interval: a server resta
 });
 
 test('each run is counted in the server metrics: done, unfinished or failed, and the rows it removed', async () => {
-  const metrics = createServerMetrics({ liveActors: () => new Map(), httpInFlight: () => 0 });
+  const metrics = createServerMetrics({ liveActors: () => new Map(), unrestorableActors: () => 0, httpInFlight: () => 0 });
   const outcomes = [{ removed: 3, done: true }, { removed: 5, done: false }];
   let runs = 0;
   const schedule = scheduleSweep('counted', async () => {
@@ -172,7 +172,7 @@ test('each run is counted in the server metrics: done, unfinished or failed, and
 });
 
 test('a cycling sweep (the journal\'s): a run left unfinished is `continuing`, with no warning, and a finished cycle rests restMs', async () => {
-  const metrics = createServerMetrics({ liveActors: () => new Map(), httpInFlight: () => 0 });
+  const metrics = createServerMetrics({ liveActors: () => new Map(), unrestorableActors: () => 0, httpInFlight: () => 0 });
   const warnings: unknown[] = [];
   const outcomes = [{ removed: 2, done: false }, { removed: 1, done: true }];
   const startedAt: number[] = [];
