@@ -80,10 +80,16 @@ export function mediaFeature(): ServerParts {
       const { pluginGrants, activity } = await runtimeServices(services);
       const installations = pluginInstallations(services);
       const startPool = (): Promise<MediaWorkerPool> => {
-        pool ??= MediaWorkerPool.create({ ...(config.mediaWorkers ? { size: config.mediaWorkers } : {}), logger: log }).catch((error: unknown) => {
-          pool = undefined;
-          throw error;
-        });
+        pool ??= MediaWorkerPool.create({ ...(config.mediaWorkers ? { size: config.mediaWorkers } : {}), logger: log }).then(
+          (started) => {
+            started.onWorkerLost((lost) => services.metrics.media.workerLost(lost.replacementPid !== undefined));
+            return started;
+          },
+          (error: unknown) => {
+            pool = undefined;
+            throw error;
+          },
+        );
         return pool;
       };
       rooms = new MediaRooms({

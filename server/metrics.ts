@@ -147,6 +147,11 @@ export function createServerMetrics(sources: {
       'cycle goes on next run), failed.',
   );
   const sweepRemoved = registry.counter('registry_sweep_rows_removed_total', 'Rows the sweeps removed past their retention, by sweep.');
+  const workerDeaths = registry.counter(
+    'registry_media_worker_deaths_total',
+    'mediasoup workers that died, by whether a replacement started (failed: the node runs with one worker fewer).',
+  );
+  for (const replacement of ['started', 'failed']) workerDeaths.inc({ replacement }, 0);
   registry.gauge('process_resident_memory_bytes', 'Resident memory of this process.', () => [[{}, process.memoryUsage.rss()]]);
 
   return {
@@ -178,6 +183,9 @@ export function createServerMetrics(sources: {
         sweepRuns.inc({ sweep, outcome });
         if (removed > 0) sweepRemoved.inc({ sweep }, removed);
       },
+    },
+    media: {
+      workerLost: (replaced: boolean) => workerDeaths.inc({ replacement: replaced ? 'started' : 'failed' }),
     },
     sockets: {
       // The HTTP answers of a WebSocket path (upgrades and refusals) are requests too, one operation per endpoint.
