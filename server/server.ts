@@ -299,6 +299,8 @@ export async function startServer(
       idempotency,
       logger: logger.child({ component: 'ops' }),
       maxBodyBytes: 64 * 1024,
+      // Counted apart from the public operations (`ops:` before the operation): wrong operator tokens must show.
+      observer: { requestCompleted: (operation, method, status, ms) => metrics.http.requestCompleted(`ops:${operation}`, method, status, ms) },
     });
     const opsApp = uws.App();
     opsGateway.mount(opsApp);
