@@ -275,6 +275,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     idleTimeoutSeconds: RUNTIME_SOCKET_IDLE_TIMEOUT_S,
     messagesPerMinute: deps.messagesPerMinute,
     messageBudget: (user) => budgets.budgetOf(user.sessionId),
+    logContext: (user) => ({ sessionId: user.sessionId }),
     inbound: RuntimeClientMessage,
     async authenticate(upgrade) {
       const signInChanges = activity.signInChanges;
@@ -372,6 +373,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   const control = defineWebSocketEndpoint<ControlSocketUser, never, ControlServerMessage>({
     path: CONTROL_SOCKET_PATH,
     name: 'runtime-control',
+    logContext: (user) => ({ sessionId: user.sessionId }),
     maxMessageBytes: 1024,
     maxBackpressureBytes: 64 * 1024,
     idleTimeoutSeconds: RUNTIME_SOCKET_IDLE_TIMEOUT_S,

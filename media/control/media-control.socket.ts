@@ -159,6 +159,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
   const endpoint = defineWebSocketEndpoint<MediaConnectionUser, MediaV2ClientMessage, MediaV2ServerMessage>({
     path: MEDIA_CONTROL_PATH,
     name: 'media-control',
+    // The room and the member: never the grant, whose token the user also holds.
+    logContext: (user) => ({ roomKey: user.roomKey, memberId: user.memberId }),
     maxMessageBytes: limits.maxMessageBytes,
     // The limit `hello` announces holds both ways: a client may set its WebSocket's maximum message size to it.
     maxOutboundMessageBytes: limits.maxMessageBytes,

@@ -122,6 +122,11 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
    * shutting down (503), or the upgrade failed. Not called for a socket that opened, even one closed at once.
    */
   onAbandoned?(user: TUser): void;
+  /**
+   * Whose connection it is, bound to every log line of it (ids such as a session's, never a credential): without it a
+   * line names only the connection id minted at the upgrade, which nothing else in the logs knows.
+   */
+  logContext?(user: TUser): Readonly<Record<string, string>>;
   onOpen?(conn: WsConnection<TUser, TOut>): void | Promise<void>;
   onMessage?(conn: WsConnection<TUser, TOut>, message: TIn): void | Promise<void>;
   /** After the socket closed: `conn.send` is a no-op from here. */
@@ -272,7 +277,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         id: request.requestId,
         user,
         codec: choice.codec,
-        logger: logger.child({ connectionId: request.requestId }),
+        logger: logger.child({ connectionId: request.requestId, ...endpoint.logContext?.(user) }),
         limits: {
           maxBackpressureBytes: endpoint.maxBackpressureBytes,
           messagesPerMinute: endpoint.messagesPerMinute,
