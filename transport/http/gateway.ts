@@ -155,6 +155,8 @@ export class HttpGateway {
   ): Promise<void> {
     const log = this.#options.logger.child({ requestId });
     let operation = 'unmatched';
+    /** The error code of a refusal, for its log line: the status alone does not say which of an operation's 403s. */
+    let refusedWith: string | undefined;
     let format: ErrorFormat = 'api';
     const match = this.#router.match(request.method, request.path);
     // A page may read the answer of a cross-origin operation, refusals included, when its origin is allowed.
@@ -237,7 +239,10 @@ export class HttpGateway {
           return await this.#execute(route, { params, query, body: payload, headers: request.headers, principal, requestId, logger: log, remoteAddress: request.remoteAddress });
         } catch (error) {
           // Client errors from the handler are results too: an identical retry must see the same refusal.
-          if (error instanceof HttpError && error.status < 500) return toStored(renderError(error, format, requestId));
+          if (error instanceof HttpError && error.status < 500) {
+            refusedWith = error.code;
+            return toStored(renderError(error, format, requestId));
+          }
           throw error;
         }
       };
@@ -259,6 +264,7 @@ export class HttpGateway {
       reply = await dispatch();
     } catch (error) {
       const failure = this.#asHttpError(error);
+      refusedWith = failure.code;
       if (failure.status >= 500) fault = faultOf(failure, error);
       reply = toStored(renderError(failure, format, requestId));
     }
@@ -269,7 +275,14 @@ export class HttpGateway {
     // Measured to the answer's hand-off, as before: how fast the client reads is not the server's latency.
     const durationMs = performance.now() - started;
     this.#options.observer?.requestCompleted(operation, request.method, answer.status, durationMs);
-    const entry = { method: request.method, path: request.path, operation, status: answer.status, durationMs: Math.round(durationMs * 10) / 10 };
+    const entry = {
+      method: request.method,
+      path: request.path,
+      operation,
+      status: answer.status,
+      ...(refusedWith === undefined ? {} : { code: refusedWith }),
+      durationMs: Math.round(durationMs * 10) / 10,
+    };
     if (answer.status >= 500) {
       // With its cause (an HttpError's, such as the Runtime plane's 503 for an outage), once per kind of fault a window.
       const { msg, level, code, cause } = fault ?? { msg: 'request failed', level: 'warn' as const, code: undefined, cause: undefined };
