@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
 import * as z from 'zod';
+import { MetricsRegistry } from '../../server/metrics.js';
 import { defineWebSocketEndpoint } from '../../transport/ws/endpoint.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
@@ -152,6 +153,17 @@ test('the exposition after traffic (requests, actors, commits, sockets) is well-
   const { families } = parseExposition(text);
   assert.ok(families.size >= 10, `${families.size} families`);
   assert.ok(checkHistograms(families) >= 2, 'some histogram series were checked');
+});
+
+test('label values with a quote, a backslash and a line feed are escaped and read back as they were', () => {
+  const registry = new MetricsRegistry();
+  const value = 'a "quoted" C:\\path\nand a second line';
+  registry.counter('test_escapes_total', 'Escapes.').inc({ what: value });
+  registry.histogram('test_escape_seconds', 'Escapes timed.', [0.5, 1]).observe(0.7, { what: value });
+  const { families } = parseExposition(registry.render());
+  assert.is(families.get('test_escapes_total')?.samples[0]?.labels.get('what'), value);
+  assert.is(checkHistograms(families), 1);
+  assert.ok(families.get('test_escape_seconds')!.samples.every((s) => s.labels.get('what') === value));
 });
 
 test.run();
