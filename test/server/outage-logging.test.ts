@@ -96,4 +96,19 @@ test('Postgres still gone: the background work (renewal rounds of five sockets, 
   assert.ok(counts.every(([, n]) => n <= 2), `a failure repeated line by line: ${JSON.stringify(counts)}`);
 });
 
+test('Postgres still gone: twenty socket upgrades refused for it print a line or two, the first with its request id and cause', async () => {
+  const from = lines.length;
+  const statuses: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    statuses.push(await runtimeSocket(pages[i % pages.length]!).then(
+      (s) => (s.ws.close(), 101),
+      (error: unknown) => (error as { status?: number }).status ?? 0,
+    ));
+  }
+  assert.ok(statuses.every((s) => s === 503), `upgrades answered ${statuses.join(', ')}`);
+  const refused = warnings(from).filter((l) => l.msg.startsWith('upgrade refused'));
+  assert.ok(refused.length >= 1 && refused.length <= 2, `${refused.length} warnings about 20 upgrades refused for the outage`);
+  assert.ok(refused[0]!.requestId !== undefined && refused[0]!.err !== undefined, JSON.stringify(refused[0]));
+});
+
 test.run();

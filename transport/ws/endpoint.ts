@@ -60,6 +60,7 @@
 import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
+import { LogThrottle } from '../../actors/log-throttle.js';
 import { HttpError, pointerToken, serverDraining, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
 import { framingRefusal, hasBody } from '../http/framing.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
@@ -214,6 +215,8 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   deps: WebSocketDeps,
 ): MountedWebSocketEndpoint {
   const logger = deps.logger.child({ endpoint: endpoint.name });
+  /** A dead dependency refuses every upgrade alike (clients reconnecting in a loop): a few lines, not one each. */
+  const quiet = new LogThrottle(logger);
   const parameterNames = routeParameterNames(endpoint.path);
   const open = new Set<EndpointConnection<TUser, TOut>>();
   let shuttingDown = false;
@@ -254,10 +257,10 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
         refusal = error;
         // A 4xx is the client's doing (a stranger with a bad token): one info line each let anyone fill the logs,
         // so it is debug (`refuse` logs it), as the gateway's HTTP refusals are. A 5xx (storage down) is the server's: warn.
-        if (error.status >= 500) logger.warn({ err: error, requestId, status: error.status, code: error.code }, 'upgrade refused');
+        if (error.status >= 500) quiet.say('warn', `upgrade refused\u0000${error.code}`, { err: error, requestId, status: error.status, code: error.code }, 'upgrade refused');
       } else {
         refusal = new HttpError(500, 'internal_error', 'authentication failed');
-        logger.error({ err: error, requestId }, 'authenticate failed');
+        quiet.say('error', 'authenticate failed', { err: error, requestId }, 'authenticate failed');
       }
       refuse(res, watch, refusal, requestId, request.method, started); // nothing is written if the client is gone
       return;
