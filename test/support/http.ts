@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import { createLogger } from '../../server/logger.js';
 import type { IdempotencyStore } from '../../storage/idempotency-store.js';
@@ -46,4 +47,29 @@ export function listenOnLoopback(app: TemplatedApp): Promise<number> {
 
 export async function jsonOf(response: Response): Promise<Record<string, unknown>> {
   return (await response.json()) as Record<string, unknown>;
+}
+
+/**
+ * Writes `request` on a fresh TCP connection to `port`, then `later` a moment after (bytes a proxy would take for the
+ * first request's body); resolves with everything received (latin1) once the server closes the connection, or after
+ * `ms` with `closed: false`. For what a normal client would normalise: framing, pipelining, smuggling.
+ */
+export function rawExchange(port: number, request: string, options: { later?: string; ms?: number } = {}): Promise<{ readonly text: string; readonly closed: boolean }> {
+  const { later = '', ms = 2_000 } = options;
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+    socket.on('error', () => undefined);
+    const finish = (closed: boolean): void => {
+      clearTimeout(timer);
+      clearTimeout(follow);
+      socket.destroy();
+      resolve({ text, closed });
+    };
+    const timer = setTimeout(() => finish(false), ms);
+    const follow = setTimeout(() => later && socket.writable && socket.write(later), 300);
+    socket.on('close', () => finish(true));
+    socket.write(request);
+  });
 }

@@ -1,4 +1,3 @@
-import { connect } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as z from 'zod';
@@ -6,7 +5,7 @@ import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-sto
 import { apiSchema } from '../../transport/http/api-schemas.js';
 import { defineRoute } from '../../transport/http/route.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startGateway, type TestGateway } from '../support/http.js';
+import { rawExchange, startGateway, type TestGateway } from '../support/http.js';
 
 /**
  * A HEAD answer that promises `Connection: close` keeps it like any other: a framing refusal (where a proxy in front may
@@ -43,28 +42,7 @@ test.after(async () => {
   await db.drop();
 });
 
-/**
- * Writes `request`, then `later` once the answer has had time to go out (the next segment of a client, or of a proxy
- * that read the request's end elsewhere); resolves with what was received once the server closes, or after `ms`.
- */
-function exchange(request: string, later = '', ms = 2_000): Promise<{ readonly text: string; readonly closed: boolean }> {
-  return new Promise((resolve) => {
-    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1');
-    let text = '';
-    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
-    socket.on('error', () => undefined);
-    const finish = (closed: boolean): void => {
-      clearTimeout(timer);
-      clearTimeout(follow);
-      socket.destroy();
-      resolve({ text, closed });
-    };
-    const timer = setTimeout(() => finish(false), ms);
-    const follow = setTimeout(() => later && socket.writable && socket.write(later), 300);
-    socket.on('close', () => finish(true));
-    socket.write(request);
-  });
-}
+const exchange = (request: string, later = '', ms = 2_000) => rawExchange(Number(new URL(gateway.url).port), request, { later, ms });
 
 const smuggled = 'GET /v1/test/head-closing/SMUGGLED HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
 

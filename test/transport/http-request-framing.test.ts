@@ -1,4 +1,3 @@
-import { connect } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import * as z from 'zod';
@@ -6,7 +5,7 @@ import { PostgresIdempotencyStore } from '../../storage/postgres/idempotency-sto
 import { apiSchema } from '../../transport/http/api-schemas.js';
 import { defineRoute } from '../../transport/http/route.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startGateway, type TestGateway } from '../support/http.js';
+import { rawExchange, startGateway, type TestGateway } from '../support/http.js';
 
 /**
  * How a request says where its body ends (Content-Length, Transfer-Encoding), read by uWS more leniently than RFC 9112
@@ -56,24 +55,7 @@ test.after(async () => {
   await db.drop();
 });
 
-/** Writes `request` on a fresh connection; resolves with everything received once the server closes it, or after `ms`. */
-function exchange(request: string, ms = 2_000): Promise<{ readonly text: string; readonly closed: boolean }> {
-  return new Promise((resolve) => {
-    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1');
-    let text = '';
-    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
-    socket.on('error', () => undefined);
-    const timer = setTimeout(() => {
-      socket.destroy();
-      resolve({ text, closed: false });
-    }, ms);
-    socket.on('close', () => {
-      clearTimeout(timer);
-      resolve({ text, closed: true });
-    });
-    socket.write(request);
-  });
-}
+const exchange = (request: string, ms = 2_000) => rawExchange(Number(new URL(gateway.url).port), request, { ms });
 
 const smuggled = 'GET /v1/test/framing-items/SMUGGLED HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
 const body = '{"name":"ab"}';

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { connect } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
@@ -7,7 +6,7 @@ import { createLogger } from '../../server/logger.js';
 import { HttpError } from '../../transport/http/errors.js';
 import { closeApp, uws, type TemplatedApp } from '../../transport/uws.js';
 import { defineWebSocketEndpoint, mountWebSocketEndpoint } from '../../transport/ws/endpoint.js';
-import { listenOnLoopback } from '../support/http.js';
+import { listenOnLoopback, rawExchange } from '../support/http.js';
 
 /**
  * A WebSocket endpoint's path answers HTTP too (426 without the handshake, 405 for another method, an upgrade refused),
@@ -39,25 +38,7 @@ test.before(async () => {
 });
 test.after(() => closeApp(app));
 
-/** Writes `request`, then `later` a moment after; resolves with what was received once the server closes, or after `ms`. */
-function exchange(request: string, later = '', ms = 2_000): Promise<{ readonly text: string; readonly closed: boolean }> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    let text = '';
-    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
-    socket.on('error', () => undefined);
-    const finish = (closed: boolean): void => {
-      clearTimeout(timer);
-      clearTimeout(follow);
-      socket.destroy();
-      resolve({ text, closed });
-    };
-    const timer = setTimeout(() => finish(false), ms);
-    const follow = setTimeout(() => later && socket.writable && socket.write(later), 300);
-    socket.on('close', () => finish(true));
-    socket.write(request);
-  });
-}
+const exchange = (request: string, later = '', ms = 2_000) => rawExchange(port, request, { later, ms });
 
 const handshake = `Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: registry.v1.json, ${TOKEN}\r\n`;
 const smuggled = 'GET /v1/test/socket HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
