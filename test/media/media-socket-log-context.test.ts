@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadConfig } from '../../server/config.js';
@@ -9,10 +7,10 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { meetingPolicy } from '../support/media-room.js';
 import { waitFor } from '../support/wait.js';
+import { captureLogs } from '../support/log-capture.js';
 
 /** A media control socket's log lines say which room and member they are about, and never carry the grant. */
-const lines: string[] = [];
-const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => void (lines.push(...chunk.toString().split('\n').filter(Boolean)), done()) });
+const { logger, raw: lines } = captureLogs('debug');
 
 let db: TestDatabase;
 let server: RunningServer & { url: string; opsUrl: string };
@@ -20,7 +18,7 @@ let server: RunningServer & { url: string; opsUrl: string };
 test.before(async () => {
   db = await createTestDatabase();
   const config = loadConfig({ DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...MEDIA_TEST_ENV });
-  const started = await startServer(config, productParts, { logger: pino({ level: 'debug' }, sink) });
+  const started = await startServer(config, productParts, { logger });
   server = { ...started, url: `http://127.0.0.1:${started.port}`, opsUrl: `http://127.0.0.1:${started.opsPort}` };
 });
 test.after(async () => {

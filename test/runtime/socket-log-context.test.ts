@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadConfig } from '../../server/config.js';
@@ -9,6 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runtimePerson, testEnvironment } from '../support/runtime.js';
 import { connect, controlToken, controlUrl, runtimeSocket } from '../support/runtime-socket.js';
 import { waitFor } from '../support/wait.js';
+import { captureLogs } from '../support/log-capture.js';
 
 /**
  * A socket's log lines say whose socket it is: the Runtime session (not only a connection id minted at the upgrade),
@@ -21,8 +20,7 @@ interface Line {
   readonly sessionId?: string;
   readonly code?: number;
 }
-const lines: Line[] = [];
-const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => void (lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line)), done()) });
+const { logger, lines } = captureLogs<Line>('debug');
 
 let db: TestDatabase;
 let server: RunningServer & { url: string; opsUrl: string };
@@ -30,7 +28,7 @@ let server: RunningServer & { url: string; opsUrl: string };
 test.before(async () => {
   db = await createTestDatabase();
   const config = loadConfig({ DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1' });
-  const started = await startServer(config, productParts, { logger: pino({ level: 'debug' }, sink) });
+  const started = await startServer(config, productParts, { logger });
   server = { ...started, url: `http://127.0.0.1:${started.port}`, opsUrl: `http://127.0.0.1:${started.opsPort}` };
 });
 test.after(async () => {

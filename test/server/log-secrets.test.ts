@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import WebSocket from 'ws';
@@ -10,13 +8,13 @@ import { startServer, type RunningServer } from '../../server/server.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { enrolFirst } from '../support/identity.js';
 import { runtimePerson, testEnvironment } from '../support/runtime.js';
+import { captureLogs } from '../support/log-capture.js';
 
 /**
  * Credentials never reach the log, even at trace: a whole sign-in (enrolment, passport, device assertions, page session
  * cookies, OIDC code exchange, runtime and control tokens) and refusals of each credential, with every line captured.
  */
-const lines: string[] = [];
-const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => void (lines.push(...chunk.toString().split('\n').filter(Boolean)), done()) });
+const { logger, raw: lines } = captureLogs('trace');
 
 let db: TestDatabase;
 let server: RunningServer & { url: string; opsUrl: string };
@@ -24,7 +22,7 @@ let server: RunningServer & { url: string; opsUrl: string };
 test.before(async () => {
   db = await createTestDatabase();
   const config = loadConfig({ DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1' });
-  const started = await startServer(config, productParts, { logger: pino({ level: 'trace' }, sink) });
+  const started = await startServer(config, productParts, { logger });
   server = { ...started, url: `http://127.0.0.1:${started.port}`, opsUrl: `http://127.0.0.1:${started.opsPort}` };
 });
 test.after(async () => {

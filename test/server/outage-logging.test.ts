@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { RuntimeClient } from '../../client/runtime-client.js';
@@ -10,6 +8,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { runtimeSocket, type Socket } from '../support/runtime-socket.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { captureLogs } from '../support/log-capture.js';
 
 /**
  * What the log says while Postgres is gone: a server fault is logged with the request id and its cause (the Runtime
@@ -24,8 +23,7 @@ interface Line {
   readonly suppressed?: number;
   readonly err?: { message?: string; code?: string };
 }
-const lines: Line[] = [];
-const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => void (lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line)), done()) });
+const { logger, lines } = captureLogs<Line>('info');
 
 let db: TestDatabase;
 let proxy: TcpProxy;
@@ -43,7 +41,7 @@ test.before(async () => {
   viaProxy.port = String(proxy.port);
   // Leases of 10 s (the least allowed): the runtime sockets' renewal rounds run every 3.3 s.
   const config = loadConfig({ DATABASE_URL: viaProxy.href, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', RUNTIME_LEASE_TTL_SECONDS: '10' });
-  const started = await startServer(config, productParts, { logger: pino({ level: 'info' }, sink) });
+  const started = await startServer(config, productParts, { logger });
   server = { ...started, url: `http://127.0.0.1:${started.port}` };
   const people = await Promise.all(['ana', 'ben', 'cal', 'dee', 'eve'].map((handle) => runtimePerson(server, handle)));
   env = await testEnvironment(`http://127.0.0.1:${started.opsPort}`, 'outage-world', 'ana');

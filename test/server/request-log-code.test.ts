@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadConfig } from '../../server/config.js';
@@ -7,6 +5,7 @@ import { productParts } from '../../server/main.js';
 import { startServer, type RunningServer } from '../../server/server.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { waitFor } from '../support/wait.js';
+import { captureLogs } from '../support/log-capture.js';
 
 /**
  * A refused request's log line names the refusal's code, as its answer does: an operator given a request id learns
@@ -18,8 +17,7 @@ interface Line {
   readonly status?: number;
   readonly code?: string;
 }
-const lines: Line[] = [];
-const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => void (lines.push(...chunk.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line)), done()) });
+const { logger, lines } = captureLogs<Line>('debug');
 
 let db: TestDatabase;
 let server: RunningServer & { url: string };
@@ -27,7 +25,7 @@ let server: RunningServer & { url: string };
 test.before(async () => {
   db = await createTestDatabase();
   const config = loadConfig({ DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1' });
-  const started = await startServer(config, productParts, { logger: pino({ level: 'debug' }, sink) });
+  const started = await startServer(config, productParts, { logger });
   server = { ...started, url: `http://127.0.0.1:${started.port}` };
 });
 test.after(async () => {
