@@ -146,6 +146,10 @@ export function createServerMetrics(sources: {
       'unfinished (rows due left for the next run: they fall due faster than they go), continuing (the actor journal\'s ' +
       'cycle goes on next run), failed.',
   );
+  const sweepLastSuccess = registry.gauge(
+    'registry_sweep_last_success_timestamp_seconds',
+    'Unix time of each scheduled sweep\'s last run that did not fail, 0 before the first: it stops advancing when a sweep hangs, keeps failing or is no longer scheduled.',
+  );
   const sweepRemoved = registry.counter('registry_sweep_rows_removed_total', 'Rows the sweeps removed past their retention, by sweep.');
   const workerDeaths = registry.counter(
     'registry_media_worker_deaths_total',
@@ -178,9 +182,15 @@ export function createServerMetrics(sources: {
       batchFailed: () => commitFailures.inc(),
     },
     sweeps: {
-      scheduled: (sweep: string) => sweepRuns.inc({ sweep, outcome: 'failed' }, 0),
+      scheduled(sweep: string): void {
+        sweepRuns.inc({ sweep, outcome: 'failed' }, 0);
+        // inc by 0, not set: a sweep scheduled again under its name keeps the success it already had.
+        sweepLastSuccess.inc({ sweep }, 0);
+      },
       runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'continuing' | 'failed', removed: number): void {
         sweepRuns.inc({ sweep, outcome });
+        // Wall time, not the server's clock: alerts compare it with Prometheus's time().
+        if (outcome !== 'failed') sweepLastSuccess.set({ sweep }, Date.now() / 1000);
         if (removed > 0) sweepRemoved.inc({ sweep }, removed);
       },
     },

@@ -62,7 +62,7 @@ export interface ScheduledSweep {
 
 /** Told how each run of a scheduled sweep ended (the server's metrics). */
 export interface SweepObserver {
-  /** The sweep will run: its failures are counted from 0 (a series that first appears at 1 shows no increase). */
+  /** The sweep will run: its failures are counted from 0 (a series that first appears at 1 shows no increase), its last success is 0. */
   scheduled?(sweep: string): void;
   /** `continuing`: a sweep whose runs normally end unfinished (a cycle over every actor) goes on next run. */
   runEnded(sweep: string, outcome: 'done' | 'unfinished' | 'continuing' | 'failed', removed: number): void;
