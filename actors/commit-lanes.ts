@@ -17,6 +17,8 @@ export interface CommitObserver {
   /** `snapshots`: how many of the batch's `actors` entries also stored their snapshot. */
   batchCommitted(actors: number, events: number, durationMs: number, snapshots: number): void;
   batchFailed(actors: number, error: unknown): void;
+  /** `entries` writes of a committed batch were refused by the store's fence (their activations stop). */
+  entriesFenced?(entries: number): void;
 }
 
 interface Pending {
@@ -161,6 +163,7 @@ class CommitLane {
       let events = 0;
       for (const p of batch) events += p.journal.length;
       this.#observer?.batchCommitted(batch.length, events, performance.now() - started, snapshots);
+      if (fenced.size > 0) this.#observer?.entriesFenced?.(fenced.size);
       this.#inFlight = false;
       batch.forEach((p, i) => {
         if (fenced.has(i)) p.participant.fenced();

@@ -138,6 +138,11 @@ export function createServerMetrics(sources: {
   const commitFailures = registry.counter('registry_commit_failures_total', 'Group commits that failed.');
   // Failure series exist at 0 from the start: one that first appears at 1 shows no increase() to an alert.
   commitFailures.inc({}, 0);
+  const commitFenced = registry.counter(
+    'registry_commit_entries_fenced_total',
+    'Actor writes a group commit refused by the fence (another activation of the actor stored a newer epoch, or the journal moved on): each stops its activation, counted also as a fenced deactivation.',
+  );
+  commitFenced.inc({}, 0);
   const socketsOpen = registry.gauge('registry_websockets_open', 'Open WebSocket connections, by endpoint.');
   const socketsClosed = registry.counter('registry_websockets_closed_total', 'Closed WebSocket connections, by endpoint and close code (client_other: a code of the client\'s own, 3000–4999).');
   const sweepRuns = registry.counter(
@@ -180,6 +185,7 @@ export function createServerMetrics(sources: {
         commitSeconds.observe(durationMs / 1000);
       },
       batchFailed: () => commitFailures.inc(),
+      entriesFenced: (entries: number) => commitFenced.inc({}, entries),
     },
     sweeps: {
       scheduled(sweep: string): void {

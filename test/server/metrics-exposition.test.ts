@@ -136,6 +136,7 @@ test('failure counters an alert watches are 0 from the start, so the first failu
   // there shows no increase, so one commit failure, or a sweep's first failure, would never fire an alert.
   const text = await (await fetch(`${server.opsUrl}/metrics`)).text();
   assert.match(text, /^registry_commit_failures_total 0$/m);
+  assert.match(text, /^registry_commit_entries_fenced_total 0$/m);
   assert.match(text, /^registry_sweep_runs_total\{outcome="failed",sweep="idempotency records"\} 0$/m);
 });
 
