@@ -27,6 +27,14 @@ export const CONTROL_SOCKET_PATH = '/v1/runtime/control';
  * not even the ping, by its end is cut. Told in the AsyncAPI document, since the cut carries no close frame.
  */
 export const RUNTIME_SOCKET_IDLE_TIMEOUT_S = 60;
+/**
+ * Upgrades one session may make to each socket per minute (a burst of as many, refilled at that rate). Each upgrade
+ * costs a sign-in query and a session read and replaces the session's previous socket, so a client holding a token
+ * could otherwise loop upgrades. A page reconnecting after network blips (with any backoff) makes a handful a minute.
+ */
+export const RUNTIME_SOCKET_UPGRADES_PER_MINUTE = 20;
+/** The Retry-After of an upgrade over its budget: the time one upgrade takes to refill. */
+export const RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S = Math.ceil(60 / RUNTIME_SOCKET_UPGRADES_PER_MINUTE);
 /** Presence hints to one Environment are coalesced over this long: a burst of changes costs one hint per socket. */
 const HINT_COALESCE_MS = 100;
 
@@ -161,6 +169,25 @@ function placeIndex(order: readonly PlacedMember[], place: number): number {
   return low;
 }
 
+/**
+ * The upgrade budgets of one socket, one per session: taken before anything is read online (the token already
+ * checked offline), so a refused upgrade costs the stores nothing. Over it: 429 `rate_limited` with Retry-After.
+ */
+function upgradeBudgets(socket: string, clock: Clock): (key: string) => void {
+  const budgets = new KeyedBudgets(RUNTIME_SOCKET_UPGRADES_PER_MINUTE);
+  const retryAfterS = RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S;
+  return (key) => {
+    const now = clock.now();
+    if (budgets.budgetOf(key, now).take(now)) return;
+    throw new HttpError(
+      429,
+      'rate_limited',
+      `more than ${RUNTIME_SOCKET_UPGRADES_PER_MINUTE} upgrades of this session's ${socket} in a minute; retry in ${retryAfterS} s`,
+      { family: 'runtime', headers: { 'retry-after': String(retryAfterS) } },
+    );
+  };
+}
+
 const closeFor = (reason: 'superseded' | 'released' | 'revoked' | 'lapsed'): number => RuntimeCloseCode[reason];
 
 /**
@@ -263,6 +290,8 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
    * draws from the same bucket, so reconnecting does not buy a fresh burst.
    */
   const budgets = new KeyedBudgets(deps.messagesPerMinute);
+  const runtimeUpgrade = upgradeBudgets('runtime socket', clock);
+  const controlUpgrade = upgradeBudgets('control channel', clock);
 
   const runtime = defineWebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>({
     path: RUNTIME_SOCKET_PATH,
@@ -279,9 +308,10 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     inbound: RuntimeClientMessage,
     async authenticate(upgrade) {
       const signInChanges = activity.signInChanges;
-      const caller = await deps.tokens.caller(upgrade.headers, socketBearer(upgrade.headers));
       const query = new URLSearchParams(upgrade.query);
       const sessionId = query.get('session');
+      // Keyed by the token's sign-in too: the session in the query is not yet known to be this caller's.
+      const caller = await deps.tokens.caller(upgrade.headers, socketBearer(upgrade.headers), ({ grantId }) => runtimeUpgrade(`${grantId} ${sessionId ?? ''}`));
       const leaseId = query.get('lease');
       const version = query.get('leaseVersion');
       const claimed = leaseId === null && version === null ? undefined : leaseId && version && LEASE_VERSION.test(version) ? { leaseId, version: Number(version) } : null;
@@ -395,6 +425,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       if (origin !== claims.origin) {
         throw new HttpError(403, 'runtime_origin_mismatch', 'the control token is bound to another origin', { family: 'runtime' });
       }
+      controlUpgrade(claims.sessionId);
       // Online, like every Runtime call: without it the channel would be admitted from memory alone, after its
       // sign-in ended or while the stores cannot answer (then 503 runtime_coordination_unavailable: nobody admitted).
       const signIn = await coordinated(() => deps.tokens.liveSignIn(claims.grantId));

@@ -46,7 +46,11 @@ export class RuntimeTokens {
     this.#d = dependencies;
   }
 
-  async caller(headers: Readonly<Record<string, string>>, bearer?: string): Promise<RuntimeCaller> {
+  /**
+   * `admit` runs once the token is known genuine (offline: signature, expiry, Origin present) and before anything is
+   * read online; it may refuse by throwing (the runtime socket's upgrade budget, keyed by the token's sign-in).
+   */
+  async caller(headers: Readonly<Record<string, string>>, bearer?: string, admit?: (claims: { readonly grantId: string }) => void): Promise<RuntimeCaller> {
     const token = bearer ?? bearerToken(headers);
     if (!token) throw tokenInvalid('send the runtime access token: Authorization: Bearer <token>');
     const origin = headers.origin;
@@ -62,6 +66,7 @@ export class RuntimeTokens {
       if ((error as { code?: string }).code === 'ERR_JWT_EXPIRED') throw authorizationExpired('the runtime access token has expired; sign in to the Environment again');
       throw tokenInvalid('the bearer is not a valid registry runtime access token');
     }
+    admit?.({ grantId: claims.sid });
     return coordinated(async () => {
       const environment = await this.#d.directory.environment(claims.env);
       if (!environment) throw tokenInvalid('the token names an Environment that is not registered');

@@ -9,7 +9,13 @@ import {
   RuntimeCloseCode,
   RuntimeServerMessage,
 } from './runtime-socket.messages.js';
-import { CONTROL_SOCKET_PATH, RUNTIME_SOCKET_IDLE_TIMEOUT_S, RUNTIME_SOCKET_PATH } from './runtime-sockets.js';
+import {
+  CONTROL_SOCKET_PATH,
+  RUNTIME_SOCKET_IDLE_TIMEOUT_S,
+  RUNTIME_SOCKET_PATH,
+  RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S,
+  RUNTIME_SOCKET_UPGRADES_PER_MINUTE,
+} from './runtime-sockets.js';
 
 type Json = Record<string, unknown>;
 
@@ -27,6 +33,13 @@ const CLOSE_CODES =
   `${RuntimeCloseCode.lapsed} the lease lapsed. Heartbeat: the server pings a connection that has been silent for most ` +
   `of ${RUNTIME_SOCKET_IDLE_TIMEOUT_S} s; one that sent nothing, not even the pong, within ${RUNTIME_SOCKET_IDLE_TIMEOUT_S} s ` +
   'is cut without a close frame (the client sees 1006). Browsers and WebSocket libraries answer pings on their own.';
+
+/** Told on both channels: the refusal comes at the upgrade, as an HTTP answer, never on an open socket. */
+const UPGRADE_BUDGET =
+  `Upgrades are limited per session: at most ${RUNTIME_SOCKET_UPGRADES_PER_MINUTE} a minute to this channel (a burst of as ` +
+  'many, per gateway node), refused upgrades included; past it the upgrade is answered `429` `rate_limited` ' +
+  `(problem+json) with \`Retry-After: ${RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S}\`, before the sign-in is read. A page reconnecting ` +
+  'after network blips, with any backoff, never meets it.';
 
 /**
  * The AsyncAPI 3.0.0 description of the Runtime plane's WebSockets, built from the same zod schemas that validate the
@@ -78,7 +91,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           'lease first. Bearer: the runtime access token. `Origin` must be the Environment origin. Messages are at most ' +
           `16 KiB each way: no server message exceeds ${RUNTIME_MAX_OUTBOUND_BYTES} bytes in either codec (a client may ` +
           `set its maximum message size to it), so \`presence.list\` is answered a page of at most ${PRESENCE_PAGE_SIZE} ` +
-          'members at a time: ask again with `after` set to the `next` of the page before until a page comes without it.',
+          'members at a time: ask again with `after` set to the `next` of the page before until a page comes without it. ' +
+          UPGRADE_BUDGET,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs([...Object.keys(runtimeIn), ...Object.keys(runtimeOut)]),
         bindings: {
@@ -106,7 +120,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           'message closes it with 1008 (one over the 1 KiB message limit with 1009, as on every socket), so it cannot be ' +
           'used for presence or plugin APIs. One per session (a session ' +
           'is one page; each tab has its own): a newer channel of the session replaces the older, which closes ' +
-          `${RuntimeCloseCode.replaced}.`,
+          `${RuntimeCloseCode.replaced}. ` +
+          UPGRADE_BUDGET,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs(Object.keys(controlOut)),
       },
