@@ -76,6 +76,8 @@ export interface ProducerClosed {
   readonly peerId: string;
   /** Consumers of it the room closed; tell their owners. */
   readonly consumers: readonly { readonly peerId: string; readonly consumerId: string }[];
+  /** It went with its router's worker, not for a reason of the room's: the publisher lost media, not a right. */
+  readonly workerLost: boolean;
 }
 
 /** A worker of this room died: these peers' transports are gone and must be recreated (then re-produce). */
@@ -281,7 +283,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
 
   async produce(peerId: string, transportId: string, request: ProduceRequest): Promise<{ readonly id: string }> {
     const peer = this.#peer(peerId);
-    const { transport } = peer.transport(transportId, 'send');
+    const { transport, router } = peer.transport(transportId, 'send');
     const { source } = request.appData;
     if ((source === 'microphone' && request.kind !== 'audio') || (source === 'screen' && request.kind !== 'video')) {
       throw new MediaError('invalid_source', `a ${source} producer cannot be ${request.kind}`);
@@ -312,7 +314,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
         throw new MediaError('peer_not_found', `peer ${peerId} left while producing`);
       }
       peer.addProducer(producer);
-      this.#watchSource(peerId, producer);
+      this.#watchSource(peerId, producer, router);
       if (source === 'microphone') await this.#audioLevels?.addProducer({ producerId: producer.id });
       return { id: producer.id };
     } finally {
@@ -537,7 +539,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     return observer;
   }
 
-  #watchSource(peerId: string, producer: types.Producer): void {
+  #watchSource(peerId: string, producer: types.Producer, router: RoomRouter): void {
     this.#sources.set(producer.id, { peerId, producer });
     producer.observer.once('close', () => {
       this.#sources.delete(producer.id);
@@ -550,7 +552,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
           entry.consumer.close();
         }
       }
-      this.emit('producerclosed', { type: 'producer.closed', producerId: producer.id, peerId, consumers });
+      // A router closes under an open room only with its worker (mediasoup marks it closed before closing its transports).
+      this.emit('producerclosed', { type: 'producer.closed', producerId: producer.id, peerId, consumers, workerLost: router.closed });
     });
   }
 

@@ -12,7 +12,7 @@ import { mediaRoomView } from '../../machines/media-room/media-room.view.js';
 import { coordinated } from '../../runtime/coordination.js';
 import { MediaError } from '../media-error.js';
 import { PUBLISH_SCOPE } from '../publisher-authority/publisher-authority.messages.js';
-import { assertServable, RoomMedia } from '../room-media.js';
+import { assertServable, RoomMedia, type ProducerClosed } from '../room-media.js';
 import { screenEncodingHint } from '../screen-profile.js';
 import type { MediaWorkerPool } from '../worker-pool.js';
 import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, type MediaV2ClientMessage, type MediaV2ServerMessage, type MediaSource, type RoomView } from './media-control.messages.js';
@@ -516,6 +516,13 @@ export class MediaRooms implements MediaRoomsPort {
       live.producers.delete(producer.id);
       this.#closeProducer(live, memberId, producer.id);
     };
+    // A producer gone with its worker meanwhile is lost media, not a right that ended: the member is told media.reset,
+    // and the answer must say the same (media_unavailable), or the client would stop trying to publish.
+    let workerLost = false;
+    const onClosed = (closed: ProducerClosed): void => {
+      if (closed.producerId === producer.id && closed.workerLost) workerLost = true;
+    };
+    live.media.on('producerclosed', onClosed);
     let recheck: MediaRoomReply;
     try {
       ({ answer: recheck } = await this.#send(live, { type: 'publish.check', memberId, source: message.source }));
@@ -525,6 +532,11 @@ export class MediaRooms implements MediaRoomsPort {
       throw error;
     } finally {
       live.unconfirmed.delete(producer.id);
+      live.media.off('producerclosed', onClosed);
+    }
+    if (workerLost) {
+      withdraw();
+      throw new MediaRequestError('media_unavailable', 'the media worker was lost while the producer was made; make your media again');
     }
     if (!live.producers.has(producer.id) || (recheck.request === 'publish.check' && !recheck.allowed)) {
       withdraw();
