@@ -189,6 +189,10 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     if (!Number.isInteger(options.consumerBudget ?? 1) || (options.consumerBudget ?? 1) < 1) {
       throw new RangeError(`consumerBudget must be a positive integer, got ${options.consumerBudget}`);
     }
+    // Subscribing to onWorkerLost (the constructor) after the router is made leaves no loss unseen, as long as nothing
+    // awaits in between: the router arrives in the worker's reply, and from there to the constructor only microtasks
+    // run, which Node finishes before any other I/O callback. A worker that died first rejects the pending request
+    // (mediasoup closes its channel), and the pool tells its listeners only after a replacement start settled, later.
     const main = await RoomMedia.#newRouter(options.pool, options.roomId, new Set());
     const room = new RoomMedia(options, main);
     try {
