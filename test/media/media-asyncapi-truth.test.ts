@@ -7,6 +7,7 @@ import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../s
 import type { RuntimeClient } from '../../client/runtime-client.js';
 import type { TestEnvironment } from '../support/runtime.js';
 import { withTestServer, type TestServer } from '../support/server.js';
+import { openUncut } from '../support/uws-upgrade-cut.js';
 
 /**
  * The served `media-v2-data-plane` AsyncAPI document against what the control socket actually does.
@@ -41,17 +42,20 @@ test('`ping` is answered with a `response`; the documented server message `pong`
 
 test('the socket negotiates registry.v1.msgpack (binary frames), though the document says frames are JSON text', async () => {
   const grant = await mediaGrant(modPage, 'town-hall');
-  const ws = new WebSocket(`${server.url.replace(/^http/, 'ws')}/v1/plugins/media/control`, ['registry.v1.msgpack', `registry.bearer.${grant}`], { headers: { origin: world.origin } });
-  const first = await new Promise<{ binary: boolean; message: Record<string, unknown> }>((resolve, reject) => {
-    ws.once('message', (data, isBinary) => resolve({ binary: isBinary, message: decode(data as Buffer) as Record<string, unknown> }));
-    ws.once('error', reject);
-  });
+  let hello: Promise<{ binary: boolean; message: Record<string, unknown> }> | undefined;
+  // Opened again if uWS cuts it right after its upgrade (a 1006 that would otherwise stand for the 1003 under test).
+  const { ws, closed } = await openUncut(
+    () => new WebSocket(`${server.url.replace(/^http/, 'ws')}/v1/plugins/media/control`, ['registry.v1.msgpack', `registry.bearer.${grant}`], { headers: { origin: world.origin } }),
+    (socket) => {
+      hello = new Promise((resolve) => socket.once('message', (data, isBinary) => resolve({ binary: isBinary, message: decode(data as Buffer) as Record<string, unknown> })));
+    },
+  );
+  const first = await hello!;
   assert.is(ws.protocol, 'registry.v1.msgpack');
   assert.is(first.binary, true);
   assert.is(first.message.type, 'hello');
   ws.send(encode({ type: 'ping', id: 'p1' }));
   // A text frame on the binary codec: closed 1003.
-  const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
   ws.send(JSON.stringify({ type: 'ping', id: 'p2' }));
   assert.is(await closed, 1003);
   assert.match(doc.info.description, /msgpack/, 'the document names only registry.v1.json');
@@ -59,12 +63,14 @@ test('the socket negotiates registry.v1.msgpack (binary frames), though the docu
 
 test('a JSON connection sending a binary frame is closed 1003, a close code the document does not list', async () => {
   const grant = await mediaGrant(modPage, 'town-hall');
-  const ws = new WebSocket(`${server.url.replace(/^http/, 'ws')}/v1/plugins/media/control`, ['registry.v1.json', `registry.bearer.${grant}`], { headers: { origin: world.origin } });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('message', () => resolve());
-    ws.once('error', reject);
-  });
-  const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+  let hello: Promise<void> | undefined;
+  const { ws, closed } = await openUncut(
+    () => new WebSocket(`${server.url.replace(/^http/, 'ws')}/v1/plugins/media/control`, ['registry.v1.json', `registry.bearer.${grant}`], { headers: { origin: world.origin } }),
+    (socket) => {
+      hello = new Promise((resolve) => socket.once('message', () => resolve()));
+    },
+  );
+  await hello;
   ws.send(Buffer.from('{"type":"ping","id":"x"}'), { binary: true });
   assert.is(await closed, 1003);
   assert.match(doc.info.description, /Close codes:[^\n]*1003/, 'Close codes list has no 1003');
