@@ -49,3 +49,17 @@ export function listenExclusive(app: UWS.TemplatedApp, host: string, port: numbe
   const listen = app.listen as unknown as (host: string, port: number, options: number, callback: ListenCallback) => UWS.TemplatedApp;
   listen.call(app, host, port, LISTEN_EXCLUSIVE_PORT, callback);
 }
+
+/**
+ * A request's headers (names lower-case, as uWS gives them), a repeated header's values joined with ", " as RFC 9110
+ * 5.3 allows: one view for the gateway and the WebSocket paths beside it, so both judge framing and credentials alike.
+ * Read while uWS still holds the request (before any await).
+ */
+export function requestHeaders(req: UWS.HttpRequest): Record<string, string> {
+  const headers: Record<string, string> = {};
+  req.forEach((name, value) => {
+    const previous = headers[name];
+    headers[name] = previous === undefined ? value : `${previous}, ${value}`;
+  });
+  return headers;
+}

@@ -6,7 +6,7 @@ import type { IdempotencyStore, StoredResult } from '../../storage/idempotency-s
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { isStorageOutage } from '../../storage/outage.js';
 import { LogThrottle } from '../../actors/log-throttle.js';
-import type { HttpResponse, TemplatedApp } from '../uws.js';
+import { requestHeaders, type HttpResponse, type TemplatedApp } from '../uws.js';
 import { clientBucket } from './client-address.js';
 import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, serverDraining, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
@@ -110,10 +110,7 @@ export class HttpGateway {
     app.any('/*', (res, req) => {
       const started = performance.now();
       const requestId = newRequestId();
-      const headers: Record<string, string> = {};
-      req.forEach((name, value) => {
-        headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
-      });
+      const headers = requestHeaders(req);
       const request = {
         method: req.getMethod().toUpperCase(),
         path: req.getUrl(),

@@ -66,7 +66,7 @@ import { framingRefusal, hasBody } from '../http/framing.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { maySpellProto, protoMemberAt } from '../proto-member.js';
-import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
+import { requestHeaders, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
 import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
 import { CloseCode, EndpointConnection, type SocketData, type WsConnection, type WsError } from './connection.js';
 import type { MessageBudget } from './message-budgets.js';
@@ -468,7 +468,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
   const upgradeRequired = (head: boolean) => (res: HttpResponse, req: HttpRequest): void => {
     const started = performance.now();
     const watch = watchAbort(res);
-    const framing = framingHeaders(req);
+    const framing = requestHeaders(req);
     const refusal =
       framingRefusal(framing) ??
       new HttpError(426, 'websocket_upgrade_required', `${endpoint.path} is a WebSocket endpoint: open it with a WebSocket handshake`, {
@@ -483,7 +483,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
     const started = performance.now();
     const watch = watchAbort(res);
     const method = req.getMethod().toUpperCase();
-    const framing = framingHeaders(req);
+    const framing = requestHeaders(req);
     const refusal =
       framingRefusal(framing) ??
       new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${endpoint.path}, a WebSocket endpoint`, {
@@ -524,19 +524,6 @@ function unsupportedSubprotocol(offered: readonly string[], supported: string): 
       },
     ],
   });
-}
-
-/**
- * The headers that say where a request's body ends, repeats joined as the gateway sees them: these answers refuse
- * what it refuses before any operation (http/framing.ts), since a WebSocket path is served beside it, not through it.
- */
-function framingHeaders(req: HttpRequest): Record<string, string> {
-  const headers: Record<string, string> = {};
-  req.forEach((name, value) => {
-    if (name !== 'content-length' && name !== 'transfer-encoding') return;
-    headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
-  });
-  return headers;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { renderError, type HttpError } from '../http/errors.js';
 import { writeReply, type AbortWatch } from '../http/reply-writer.js';
-import type { HttpRequest, HttpResponse } from '../uws.js';
+import { requestHeaders, type HttpRequest, type HttpResponse } from '../uws.js';
 
 /**
  * The WebSocket upgrade request as `authenticate` sees it. uWS's HttpRequest lives on the stack and is gone after the
@@ -35,11 +35,7 @@ export function captureUpgradeRequest(
   parameterNames: readonly string[],
   requestId: string,
 ): UpgradeRequest {
-  const headers: Record<string, string> = {};
-  req.forEach((name, value) => {
-    const previous = headers[name];
-    headers[name] = previous === undefined ? value : `${previous}, ${value}`;
-  });
+  const headers = requestHeaders(req);
   const params: Record<string, string> = {};
   parameterNames.forEach((name, index) => {
     params[name] = req.getParameter(index);
