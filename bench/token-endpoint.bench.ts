@@ -20,7 +20,7 @@
  * the measured ones, so they are not slowed) and prints where this process's time went; the .cpuprofile is kept.
  * How busy the whole machine was in the second before the bench started (/proc/stat) is printed with the figures:
  * they are only comparable between quiet runs.
- * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 20), BENCH_IN_FLIGHT
+ * Environment: BENCH_DATABASE_URL, BENCH_EXCHANGES (default 6000), BENCH_ACCOUNTS (default 1000: a few sign-ins per person per load, as at a real endpoint), BENCH_IN_FLIGHT
  * (default 64,256,512), BENCH_PROFILE (0 | 1; profiles at the largest load).
  */
 import { availableParallelism } from 'node:os';
@@ -47,7 +47,7 @@ import { GroupCpu, postgresPids, postgresPidsUnder } from './support/proc.js';
 import { percent, round2 } from './support/report-format.js';
 
 const EXCHANGES = Number(process.env.BENCH_EXCHANGES ?? 6_000);
-const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 20);
+const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 1000);
 const IN_FLIGHT = (process.env.BENCH_IN_FLIGHT ?? '64,256,512').split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
 if (IN_FLIGHT.length === 0) throw new Error(`BENCH_IN_FLIGHT must list positive integers, got ${JSON.stringify(process.env.BENCH_IN_FLIGHT)}`);
 const PROFILE = process.env.BENCH_PROFILE === '1';
@@ -108,20 +108,21 @@ async function main(): Promise<void> {
   const host = new ActorHost({ store: new PostgresActorStore(database.connection), ownership: new InProcessOwnership(), clock: systemClock, kinds: identityKinds, logger: silent });
   try {
     const accounts = new Accounts(host, systemClock);
-    const accountIds: string[] = [];
-    for (let i = 0; i < ACCOUNTS; i++) {
-      const client = await DeviceClient.generate(`bench ${i}`);
-      const key = await acceptDeviceKey({ kty: 'EC', crv: 'P-256', x: client.publicJwk.x!, y: client.publicJwk.y! });
-      const started = await accounts.startEnrolment({ handle: `bench${i}`, deviceName: client.name, clientAddress: '127.0.0.1', ...key });
-      const { accountId } = (await accounts.lookupDevice(started.deviceId))!;
-      await accounts.completeEnrolment(accountId, started.enrolmentId, started.nonce);
-      accountIds.push(accountId);
-    }
+    const accountIds = (
+      await inFlight(Array.from({ length: ACCOUNTS }, (_, i) => i), async (i) => {
+        const client = await DeviceClient.generate(`bench ${i}`);
+        const key = await acceptDeviceKey({ kty: 'EC', crv: 'P-256', x: client.publicJwk.x!, y: client.publicJwk.y! });
+        const started = await accounts.startEnrolment({ handle: `bench${i}`, deviceName: client.name, clientAddress: '127.0.0.1', ...key });
+        const { accountId } = (await accounts.lookupDevice(started.deviceId))!;
+        await accounts.completeEnrolment(accountId, started.enrolmentId, started.nonce);
+        return accountId;
+      }, 32)
+    ).results;
     const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
     const directory = new EnvironmentDirectory(db, systemClock, secrets);
     await directory.ensureCliClient();
     const cli = (await directory.client(CLI_CLIENT_ID))!;
-    const grants = new OAuthGrants({ db, clock: systemClock, keys, directory, epochOf: accounts.epochOf, issuer: () => 'https://registry.bench' });
+    const grants = new OAuthGrants({ db, clock: systemClock, keys, directory, epochOf: accounts.epochOf, issuer: () => 'https://registry.bench', logger: silent });
     // One signed-in browser per account, as the authorization page holds: each exchange checks its code's page session.
     const sessions = new BrowserSessions(db, systemClock, secrets, accounts.epochOf);
     const pages = await Promise.all(
@@ -159,7 +160,10 @@ async function main(): Promise<void> {
     const levels: Level[] = [];
     for (const load of IN_FLIGHT) {
       const codes = await issue(EXCHANGES);
-      await database.checkpoint();
+      // Everyone signs out between loads, so each load's sign-ins meet accounts holding only their own (a few per
+      // person, far below the per-account cap of live CLI sign-ins, whose count each exchange reads).
+      await db.updateTable('oauth_grants').set({ revoked_at: new Date(), revoked_reason: 'bench_sign_out' }).where('revoked_at', 'is', null).execute();
+      await database.settle(['oauth_grants']);
       const raw1 = await raw(load);
       const exchanged = await inFlight(codes, exchange, load);
       const refreshed = await inFlight(exchanged.results, (t) => grants.refresh({ client: cli, refreshToken: t.refresh_token! }), load);

@@ -7,11 +7,11 @@ import { HttpError } from '../transport/http/errors.js';
  * a bearer. Without them one device (or a stolen one) minted each at the device-assertion rate (≈ 100/s) and only the
  * expiry sweeps bounded the rows. Every cap is far above what a person uses: a person signs in to registry pages a
  * few times a day per browser (page), opens the console in a few browsers (console), runs a Desktop Shell or two
- * (desktop) and runs one review host at a time (review capability). CLI sign-ins are not capped yet: a cap enforced on
- * the token endpoint's path cost its exchanges 10-15 % (see docs/decisions.md).
+ * (desktop), runs one review host at a time (review capability) and signs the CLI in on a few machines (cli).
  *
- * Two rules. Browser sessions *end the oldest*: a person cannot list or end page and console sessions one by one; so
- * a new session never fails and the person's oldest goes (through the kind's own revocation). Desktop management
+ * Two rules. Browser sessions and CLI sign-ins *end the oldest*: a person cannot list or end page and console sessions
+ * one by one, and a sign-in must not fail; so a new session never fails and the person's oldest goes (through the
+ * kind's own revocation; for CLI sign-ins the least recently used, since a refresh marks a sign-in in use). Desktop management
  * sessions and review host capabilities are *refused* (429) at the cap: each is held by a running Shell or review
  * host, which the oldest-first rule would cut off mid-work, and both end on their own within an hour, which
  * Retry-After names.
@@ -25,6 +25,8 @@ export const LIVE_SESSION_CAPS = Object.freeze({
   desktop: 20,
   /** Review host capabilities (15 min) of the account's enrolled devices: the 21st is refused. */
   reviewCapability: 20,
+  /** CLI sign-ins (30-day grants): a new one ends the account's least recently used beyond 50. */
+  cli: 50,
 });
 
 export type CappedSessionKind = keyof typeof LIVE_SESSION_CAPS;

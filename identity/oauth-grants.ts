@@ -1,6 +1,7 @@
 import { hash as digest } from 'node:crypto';
 import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Clock } from '../actors/clock.js';
+import type { Logger } from '../server/logger.js';
 import type { Database } from '../storage/database.js';
 import { StatementBatcher } from '../storage/statement-batcher.js';
 import { HttpError } from '../transport/http/errors.js';
@@ -81,6 +82,7 @@ export interface GrantDependencies {
   /** The account's current epoch: material issued under an older one no longer works. */
   readonly epochOf: (accountId: string) => Promise<number>;
   readonly issuer: () => string;
+  readonly logger: Pick<Logger, 'warn'>;
 }
 
 const invalidGrant = (code: string, message: string): HttpError => new HttpError(400, code, message, { oauthError: 'invalid_grant' });
@@ -143,6 +145,8 @@ interface ExchangedCode {
   account_epoch: number;
   browser_id: string;
   auth_time: Date | null;
+  /** The account's live CLI sign-ins before this batch, at most the cap; null for other clients. pg reads count() as text. */
+  cli_live_before: string | null;
 }
 
 interface RefreshRotation {
@@ -198,7 +202,16 @@ WITH input AS MATERIALIZED (
   INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
   SELECT refresh_hash, grant_id, 1, at FROM consumed WHERE refresh_hash IS NOT NULL
 )
-SELECT grant_id, scopes, nonce, account_id, account_epoch, browser_id, auth_time FROM consumed`;
+SELECT grant_id, scopes, nonce, account_id, account_epoch, browser_id, auth_time,
+  -- The account's live CLI sign-ins before this batch (its own inserts are not visible to the statement), counted up to
+  -- the cap through the partial index of live grants: a person holds a few, so this reads a few index entries.
+  CASE WHEN kind = 'cli' THEN (
+    SELECT count(*) FROM (
+      SELECT 1 FROM oauth_grants g
+       WHERE g.account_id = consumed.account_id AND g.kind = 'cli' AND g.revoked_at IS NULL AND g.expires_at > consumed.at
+       LIMIT ${LIVE_SESSION_CAPS.cli}) AS live
+  ) END AS cli_live_before
+FROM consumed`;
 
 /**
  * One statement per batch of refresh rotations, the batch as one array per column (`ROTATION_COLUMNS`, in parameter
@@ -283,6 +296,7 @@ export class OAuthGrants {
         CompiledQuery.raw(EXCHANGE_CODES, EXCHANGE_COLUMNS.map((key) => column(exchanges, key))),
       );
       const byGrant = new Map(rows.map((r) => [r.grant_id, r]));
+      await this.#keepCliSignInsCapped(rows);
       return exchanges.map((e) => byGrant.get(e.grant_id));
     });
     this.#rotateRefreshTokens = new StatementBatcher(async (rotations) => {
@@ -648,6 +662,54 @@ export class OAuthGrants {
       throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this token was issued; sign in again", { family: 'account_policy' });
     }
     return grant;
+  }
+
+  /**
+   * After a batch of exchanges committed: ends the least recently used live CLI sign-ins beyond the cap
+   * (LIVE_SESSION_CAPS.cli) of every account the batch brought to it, with their tokens (a refresh then answers
+   * `grant_revoked`, an access token `access_token_revoked`). The common exchange pays only the short count in its
+   * own statement. A trim runs under the account's lock for the kind and after its batch committed, so each trim sees
+   * the grants of every batch that committed before it: batches racing at the cap leave exactly the cap, except two
+   * batches in flight at once that each stayed below it alone (several exchanges of one account in each), which leave
+   * the excess to the account's next exchange. The exchanges have already spent their codes, so a failed trim must
+   * not fail them (a client would retry a spent code and lose the sign-in it just made): the next exchange at the cap
+   * trims again.
+   */
+  async #keepCliSignInsCapped(rows: readonly ExchangedCode[]): Promise<void> {
+    const fresh = new Map<string, number>();
+    for (const row of rows) if (row.cli_live_before !== null) fresh.set(row.account_id, (fresh.get(row.account_id) ?? 0) + 1);
+    const crowded = new Set<string>();
+    for (const row of rows) {
+      if (row.cli_live_before !== null && Number(row.cli_live_before) + fresh.get(row.account_id)! >= LIVE_SESSION_CAPS.cli) crowded.add(row.account_id);
+    }
+    for (const accountId of crowded) await this.#endLeastRecentlyUsedCliGrants(accountId);
+  }
+
+  async #endLeastRecentlyUsedCliGrants(accountId: string): Promise<void> {
+    const at = new Date(this.#d.clock.now());
+    try {
+      await this.#d.db.transaction().execute(async (trx) => {
+        await lockAccountSessions(trx, 'cli', accountId);
+        await trx
+          .updateTable('oauth_grants')
+          .set({ revoked_at: at, revoked_reason: 'session_cap' })
+          .where('id', 'in', (qb) =>
+            qb
+              .selectFrom('oauth_grants')
+              .select('id')
+              .where('account_id', '=', accountId)
+              .where('kind', '=', 'cli')
+              .where('revoked_at', 'is', null)
+              .where('expires_at', '>', at)
+              .orderBy('last_used_at', 'desc')
+              .orderBy('id', 'desc')
+              .offset(LIVE_SESSION_CAPS.cli),
+          )
+          .execute();
+      });
+    } catch (error) {
+      this.#d.logger.warn({ err: error, accountId }, 'could not end CLI sign-ins beyond the cap; the next sign-in at the cap tries again');
+    }
   }
 
   async #revoke(grantId: string, reason: string): Promise<void> {

@@ -45,4 +45,26 @@ test('after a burst of authorizations that ANALYZE has not seen, a batch of exch
   for (const read of reads) assert.equal(`${read['Node Type']} ${read['Index Name'] ?? ''}`, 'Index Scan oauth_codes_pkey');
 });
 
+test("the count of an account's live CLI sign-ins reads the partial index of live grants, never the ended ones", async () => {
+  const q = db.connection.db;
+  // Ended sign-ins kept for their retention far outnumber the live ones.
+  await sql`
+    INSERT INTO oauth_grants (id, kind, client_id, account_id, account_epoch, scopes, created_at, last_used_at, expires_at, revoked_at)
+    SELECT 'g' || g, 'cli', 'cli', 'acc' || (g % 200), 1, '[]'::jsonb, now(), now(), now() + interval '30 days',
+           CASE WHEN g % 20 = 0 THEN NULL ELSE now() END
+      FROM generate_series(1, 20000) g`.execute(q);
+  await sql`ANALYZE oauth_grants`.execute(q);
+  const batch = ['c10001', 'c10008'];
+  const at = new Date().toISOString();
+  const column = <T>(value: T): T[] => batch.map(() => value);
+  const params = [batch, ['grt_a', 'grt_b'], column('cli'), column('cli'), column(null), column('http://127.0.0.1/cb'), column('x'), column(null), column(at), column(at)];
+  const plan = await explain(db.connection.pool, EXCHANGE_CODES, params);
+  const nodes = [...planNodes(plan)];
+  const scans = nodes.filter((n) => n['Relation Name'] === 'oauth_grants' && n['Node Type'] !== 'ModifyTable');
+  assert.ok(scans.length >= 1, JSON.stringify(plan));
+  assert.not.ok(scans.some((n) => n['Node Type'] === 'Seq Scan'), JSON.stringify(plan));
+  const indexes = nodes.map((n) => n['Index Name']).filter((name) => typeof name === 'string' && name.startsWith('oauth_grants'));
+  assert.equal([...new Set(indexes)], ['oauth_grants_live_by_account'], JSON.stringify(plan));
+});
+
 test.run();
