@@ -101,10 +101,10 @@ export function platformAdminRoutes(deps: PlatformAdminDependencies): AnyRoute[]
       path: '/v1/admin/reviewer-authorities/{userId}',
       summary: 'Grant reviewer authority',
       description:
-        'Platform administrators only (CSRF for cookie callers); an administrator may grant it to themselves. The ' +
-        'grant and its `reviewer.authority.grant` audit event commit atomically.',
+        'Platform administrators only; an administrator may grant it to themselves. The grant and its ' +
+        '`reviewer.authority.grant` audit event commit atomically. Cookie callers send no `X-CSRF-Token`: the spec asks ' +
+        'for CSRF only on the operations that say so, and this one does not (the console cookie is SameSite=Strict).',
       credential: 'managementIdentity',
-      csrf: true,
       params: UserParams,
       body: Reason,
       responses: { 200: { description: 'The account holds reviewer authority.', schema: ReviewerAuthorityChange } },
@@ -121,9 +121,10 @@ export function platformAdminRoutes(deps: PlatformAdminDependencies): AnyRoute[]
       method: 'delete',
       path: '/v1/admin/reviewer-authorities/{userId}',
       summary: 'Revoke reviewer authority',
-      description: 'Also ends every review host capability of the account. Commits with its `reviewer.authority.revoke` audit event.',
+      description:
+        'Platform administrators only. Also ends every review host capability of the account. Commits with its ' +
+        '`reviewer.authority.revoke` audit event. No `X-CSRF-Token` for cookie callers, as for the grant.',
       credential: 'managementIdentity',
-      csrf: true,
       params: UserParams,
       body: Reason,
       responses: { 200: { description: 'The account holds no reviewer authority.', schema: ReviewerAuthorityChange } },
