@@ -208,9 +208,14 @@ function operation(route: AnyRoute): Json {
     const generic = errorResponse(route, status);
     const own = responses[String(status)] as Json | undefined;
     // A route's own page for an error status (the authorization page's HTML) does not replace the gateway's errors
-    // on that status (a malformed query is still a Problem): the document lists both media types.
+    // on that status (a malformed query is still a Problem): the document lists both media types, and the headers
+    // either sends (Retry-After on every 503, /ready's own included).
     responses[String(status)] = own
-      ? { ...own, content: { ...(generic.content as Json), ...((own.content as Json | undefined) ?? {}) } }
+      ? {
+          ...own,
+          headers: { ...(generic.headers as Json), ...((own.headers as Json | undefined) ?? {}) },
+          content: { ...(generic.content as Json), ...((own.content as Json | undefined) ?? {}) },
+        }
       : generic;
   }
   return {
@@ -276,12 +281,13 @@ function errorDescription(route: AnyRoute, status: number): string {
 function errorResponse(route: AnyRoute, status: number): Json {
   const problem = { schema: { $ref: '#/components/schemas/Problem' } };
   const apiError = { schema: { $ref: '#/components/schemas/ApiError' } };
+  const headers: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
+  // A keyed operation's 409 may be idempotency_request_in_progress, which says when to look again.
+  if (status === 503 || status === 429 || (status === 409 && route.idempotency)) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+  // A precondition that failed on a tag answers with the current one, so the client can read before it writes again.
+  if (status === 412) headers['ETag'] = { $ref: '#/components/headers/CurrentETag' };
   if (route.errorFormat === 'oauth') {
-    return {
-      description: statusTitle(status),
-      headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } },
-      content: { 'application/json': { schema: { $ref: '#/components/schemas/OAuthError' } } },
-    };
+    return { description: statusTitle(status), headers, content: { 'application/json': { schema: { $ref: '#/components/schemas/OAuthError' } } } };
   }
   const mayBeProblem =
     route.errorFormat === 'problem' ||
@@ -296,11 +302,6 @@ function errorResponse(route: AnyRoute, status: number): Json {
       : mayBeProblem
         ? { 'application/json': apiError, 'application/problem+json': problem }
         : { 'application/json': apiError };
-  const headers: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
-  // A keyed operation's 409 may be idempotency_request_in_progress, which says when to look again.
-  if (status === 503 || status === 429 || (status === 409 && route.idempotency)) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
-  // A precondition that failed on a tag answers with the current one, so the client can read before it writes again.
-  if (status === 412) headers['ETag'] = { $ref: '#/components/headers/CurrentETag' };
   return { description: errorDescription(route, status), headers, content };
 }
 

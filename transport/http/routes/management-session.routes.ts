@@ -150,7 +150,13 @@ export function managementSessionRoutes(deps: ManagementSessionDependencies): An
         'operations that say so, and this one does not (the cookie is SameSite=Strict, so a cross-site form cannot ' +
         'send it).',
       credential: 'developerSession',
-      responses: { 200: { description: 'Signed out in this browser.', schema: OkResponse } },
+      responses: {
+        200: {
+          description: 'Signed out in this browser.',
+          schema: OkResponse,
+          headers: { 'Set-Cookie': { description: 'Clears the console and page session cookies.', schema: z.string() } },
+        },
+      },
       handler: async ({ principal, headers }) => {
         const caller = principalAs(principal, 'managementBearer', 'developerSession');
         // One after another, each browser's sessions and grants ending atomically (see logoutBrowser).
