@@ -246,8 +246,9 @@ function securityOf(credential: CredentialKind): readonly (readonly CredentialKi
 const deviceAssertionCredentials: ReadonlySet<CredentialKind> = new Set(['deviceAssertion', 'reviewHostCapability']);
 
 function errorStatuses(route: AnyRoute): number[] {
-  const statuses = new Set<number>([400, 500, 503, ...(route.errors ?? [])]);
-  if (route.body) [413, 415].forEach((s) => statuses.add(s));
+  // 413: the body limit is applied while reading, before a body an operation does not take is refused (400).
+  const statuses = new Set<number>([400, 413, 500, 503, ...(route.errors ?? [])]);
+  if (route.body) statuses.add(415);
   if (route.credential !== 'none') [401, 403].forEach((s) => statuses.add(s));
   if (route.idempotency) [409, 422].forEach((s) => statuses.add(s));
   // A device past its share of remembered assertion ids is refused 429 device_assertion_quota_exceeded.
