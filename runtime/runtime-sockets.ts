@@ -35,6 +35,14 @@ export const RUNTIME_SOCKET_IDLE_TIMEOUT_S = 60;
 export const RUNTIME_SOCKET_UPGRADES_PER_MINUTE = 20;
 /** The Retry-After of an upgrade over its budget: the time one upgrade takes to refill. */
 export const RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S = Math.ceil(60 / RUNTIME_SOCKET_UPGRADES_PER_MINUTE);
+/**
+ * Runtime socket upgrades one person may make per minute in an Environment, whatever sessions they name. The session
+ * budget is keyed by the `session` of the query, which the client names: a fresh id on every upgrade would get a fresh
+ * budget (and push others' out of the bounded table), each attempt costing the sign-in query. The person (the token's
+ * Environment and pairwise subject) is checked offline and cannot be minted without enrolling an account, and only one
+ * page of theirs holds the lease the socket needs, so three sessions' worth leaves their other pages room.
+ */
+export const RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE = 3 * RUNTIME_SOCKET_UPGRADES_PER_MINUTE;
 /** Presence hints to one Environment are coalesced over this long: a burst of changes costs one hint per socket. */
 const HINT_COALESCE_MS = 100;
 
@@ -170,19 +178,20 @@ function placeIndex(order: readonly PlacedMember[], place: number): number {
 }
 
 /**
- * The upgrade budgets of one socket, one per session: taken before anything is read online (the token already
- * checked offline), so a refused upgrade costs the stores nothing. Over it: 429 `rate_limited` with Retry-After.
+ * The upgrade budgets of one socket, one per key (`whose`: a session, a person): taken before anything is read online
+ * (the token already checked offline), so a refused upgrade costs the stores nothing. Over it: 429 `rate_limited` with
+ * Retry-After.
  */
-function upgradeBudgets(socket: string, clock: Clock): (key: string) => void {
-  const budgets = new KeyedBudgets(RUNTIME_SOCKET_UPGRADES_PER_MINUTE);
-  const retryAfterS = RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S;
+function upgradeBudgets(socket: string, clock: Clock, whose = "this session's", perMinute = RUNTIME_SOCKET_UPGRADES_PER_MINUTE): (key: string) => void {
+  const budgets = new KeyedBudgets(perMinute);
+  const retryAfterS = Math.ceil(60 / perMinute);
   return (key) => {
     const now = clock.now();
     if (budgets.budgetOf(key, now).take(now)) return;
     throw new HttpError(
       429,
       'rate_limited',
-      `more than ${RUNTIME_SOCKET_UPGRADES_PER_MINUTE} upgrades of this session's ${socket} in a minute; retry in ${retryAfterS} s`,
+      `more than ${perMinute} upgrades of ${whose} ${socket} in a minute; retry in ${retryAfterS} s`,
       { family: 'runtime', headers: { 'retry-after': String(retryAfterS) } },
     );
   };
@@ -291,6 +300,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
    */
   const budgets = new KeyedBudgets(deps.messagesPerMinute);
   const runtimeUpgrade = upgradeBudgets('runtime socket', clock);
+  const personUpgrade = upgradeBudgets('runtime socket', clock, "this person's", RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE);
   const controlUpgrade = upgradeBudgets('control channel', clock);
 
   const runtime = defineWebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>({
@@ -310,8 +320,12 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       const signInChanges = activity.signInChanges;
       const query = new URLSearchParams(upgrade.query);
       const sessionId = query.get('session');
-      // Keyed by the token's sign-in too: the session in the query is not yet known to be this caller's.
-      const caller = await deps.tokens.caller(upgrade.headers, socketBearer(upgrade.headers), ({ grantId }) => runtimeUpgrade(`${grantId} ${sessionId ?? ''}`));
+      // Keyed by the token's sign-in too: the session in the query is not yet known to be this caller's. The person's
+      // first: a refused attempt then adds no key for a session the client named.
+      const caller = await deps.tokens.caller(upgrade.headers, socketBearer(upgrade.headers), ({ grantId, environmentId, actorId }) => {
+        personUpgrade(`${environmentId} ${actorId}`);
+        runtimeUpgrade(`${grantId} ${sessionId ?? ''}`);
+      });
       const leaseId = query.get('lease');
       const version = query.get('leaseVersion');
       const claimed = leaseId === null && version === null ? undefined : leaseId && version && LEASE_VERSION.test(version) ? { leaseId, version: Number(version) } : null;

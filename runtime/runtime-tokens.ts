@@ -48,9 +48,14 @@ export class RuntimeTokens {
 
   /**
    * `admit` runs once the token is known genuine (offline: signature, expiry, Origin present) and before anything is
-   * read online; it may refuse by throwing (the runtime socket's upgrade budget, keyed by the token's sign-in).
+   * read online; it may refuse by throwing (the runtime socket's upgrade budgets, keyed by the token's sign-in and
+   * person).
    */
-  async caller(headers: Readonly<Record<string, string>>, bearer?: string, admit?: (claims: { readonly grantId: string }) => void): Promise<RuntimeCaller> {
+  async caller(
+    headers: Readonly<Record<string, string>>,
+    bearer?: string,
+    admit?: (claims: { readonly grantId: string; readonly environmentId: string; readonly actorId: string }) => void,
+  ): Promise<RuntimeCaller> {
     const token = bearer ?? bearerToken(headers);
     if (!token) throw tokenInvalid('send the runtime access token: Authorization: Bearer <token>');
     const origin = headers.origin;
@@ -66,7 +71,7 @@ export class RuntimeTokens {
       if ((error as { code?: string }).code === 'ERR_JWT_EXPIRED') throw authorizationExpired('the runtime access token has expired; sign in to the Environment again');
       throw tokenInvalid('the bearer is not a valid registry runtime access token');
     }
-    admit?.({ grantId: claims.sid });
+    admit?.({ grantId: claims.sid, environmentId: claims.env, actorId: claims.sub });
     return coordinated(async () => {
       const environment = await this.#d.directory.environment(claims.env);
       if (!environment) throw tokenInvalid('the token names an Environment that is not registered');

@@ -15,6 +15,7 @@ import {
   RUNTIME_SOCKET_PATH,
   RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S,
   RUNTIME_SOCKET_UPGRADES_PER_MINUTE,
+  RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE,
 } from './runtime-sockets.js';
 
 type Json = Record<string, unknown>;
@@ -92,7 +93,10 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           `16 KiB each way: no server message exceeds ${RUNTIME_MAX_OUTBOUND_BYTES} bytes in either codec (a client may ` +
           `set its maximum message size to it), so \`presence.list\` is answered a page of at most ${PRESENCE_PAGE_SIZE} ` +
           'members at a time: ask again with `after` set to the `next` of the page before until a page comes without it. ' +
-          UPGRADE_BUDGET,
+          UPGRADE_BUDGET +
+          ` Whatever session is named, one person's upgrades of this socket are also limited to ` +
+          `${RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE} a minute, answered the same way (\`Retry-After: ` +
+          `${Math.ceil(60 / RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE)}\`).`,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs([...Object.keys(runtimeIn), ...Object.keys(runtimeOut)]),
         bindings: {

@@ -1,11 +1,10 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import WebSocket from 'ws';
 import { RuntimeClient } from '../../client/runtime-client.js';
 import { RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S, RUNTIME_SOCKET_UPGRADES_PER_MINUTE } from '../../runtime/runtime-sockets.js';
 import { productParts } from '../../server/main.js';
 import { LONG_LEASE_ENV, logoutBrowser, runtimePerson, testEnvironment, type RuntimePerson, type TestEnvironment } from '../support/runtime.js';
-import { controlToken, controlUrl } from '../support/runtime-socket.js';
+import { controlToken, controlUrl, upgrade, type Answer } from '../support/runtime-socket.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
@@ -25,42 +24,6 @@ test.before(async () => {
   jon = await runtimePerson(server, 'jon');
   env = await testEnvironment(server.opsUrl, 'upgrade-world', 'ida');
 });
-
-interface Answer {
-  readonly status: number;
-  readonly retryAfter?: string;
-  readonly contentType?: string;
-  readonly code?: string;
-}
-
-/**
- * One upgrade attempt, told by the server's answer alone (101 or the refusal): an accepted socket is dropped at once,
- * so each call is exactly one upgrade on the server (no reconnect as the suite's socket helper does).
- */
-function upgrade(url: string, protocols: string[], origin: string): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols, { origin });
-    ws.on('upgrade', () => {
-      resolve({ status: 101 });
-      ws.terminate();
-    });
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          retryAfter: res.headers['retry-after'],
-          contentType: res.headers['content-type'],
-          code: (JSON.parse(body || '{}') as { code?: string }).code,
-        }),
-      );
-    });
-    ws.on('error', (error) => {
-      if (!/Unexpected server response|closed before/.test(error.message)) reject(error);
-    });
-  });
-}
 
 async function upgrades(count: number, attempt: () => Promise<Answer>): Promise<number[]> {
   const statuses: number[] = [];

@@ -63,3 +63,40 @@ export const runtimeSocket = (page: RuntimeClient, bearer = page.accessToken, or
 export const controlUrl = (serverUrl: string): string => `${serverUrl.replace(/^http/, 'ws')}/v1/runtime/control`;
 
 export const controlToken = async (page: RuntimeClient): Promise<string> => String((await jsonOf(await page.controlToken())).controlToken);
+
+/** A refused or accepted upgrade, as the server answered it. */
+export interface Answer {
+  readonly status: number;
+  readonly retryAfter?: string;
+  readonly contentType?: string;
+  readonly code?: string;
+}
+
+/**
+ * One upgrade attempt, told by the server's answer alone (101 or the refusal): an accepted socket is dropped at once,
+ * so each call is exactly one upgrade on the server (no reconnect as the suite's socket helper does).
+ */
+export function upgrade(url: string, protocols: string[], origin: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols, { origin });
+    ws.on('upgrade', () => {
+      resolve({ status: 101 });
+      ws.terminate();
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          retryAfter: res.headers['retry-after'],
+          contentType: res.headers['content-type'],
+          code: (JSON.parse(body || '{}') as { code?: string }).code,
+        }),
+      );
+    });
+    ws.on('error', (error) => {
+      if (!/Unexpected server response|closed before/.test(error.message)) reject(error);
+    });
+  });
+}
