@@ -122,7 +122,9 @@ async function main(): Promise<void> {
     const directory = new EnvironmentDirectory(db, systemClock, secrets);
     await directory.ensureCliClient();
     const cli = (await directory.client(CLI_CLIENT_ID))!;
-    const grants = new OAuthGrants({ db, clock: systemClock, keys, directory, epochOf: accounts.epochOf, issuer: () => 'https://registry.bench', logger: silent });
+    const grants = new OAuthGrants({
+      db, clock: systemClock, keys, directory, epochOf: accounts.epochOf, issuer: () => 'https://registry.bench', logger: silent, refreshReuseGraceSeconds: 30,
+    });
     // One signed-in browser per account, as the authorization page holds: each exchange checks its code's page session.
     const sessions = new BrowserSessions(db, systemClock, secrets, accounts.epochOf);
     const pages = await Promise.all(

@@ -49,7 +49,7 @@ export function identityServices(services: ServerServices): Promise<IdentityServ
   return pending;
 }
 
-async function buildIdentityServices({ host, clock, storage, publicUrl, logger }: ServerServices): Promise<IdentityServices> {
+async function buildIdentityServices({ host, clock, storage, publicUrl, config, logger }: ServerServices): Promise<IdentityServices> {
   const db = storage.db;
   const accounts = new Accounts(host, clock);
   const [keys, secrets] = await Promise.all([RegistrySigningKeys.load(db), RegistrySecrets.load(db, [PAIRWISE_SECRET, CSRF_SECRET])]);
@@ -63,7 +63,9 @@ async function buildIdentityServices({ host, clock, storage, publicUrl, logger }
     sessions: new BrowserSessions(db, clock, secrets, accounts.epochOf),
     admins: new PlatformAdmins(db, clock),
     reviewers: new ReviewerAuthorities(db, clock),
-    grants: new OAuthGrants({ db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl, logger }),
+    grants: new OAuthGrants({
+      db, clock, keys, directory, epochOf: accounts.epochOf, issuer: publicUrl, logger, refreshReuseGraceSeconds: config.refreshTokenReuseGraceSeconds,
+    }),
   };
 }
 

@@ -83,6 +83,8 @@ export interface GrantDependencies {
   readonly epochOf: (accountId: string) => Promise<number>;
   readonly issuer: () => string;
   readonly logger: Pick<Logger, 'warn'>;
+  /** How long after its rotation a refresh token may be presented once more, for a reply that was lost; 0: never. */
+  readonly refreshReuseGraceSeconds: number;
 }
 
 const invalidGrant = (code: string, message: string): HttpError => new HttpError(400, code, message, { oauthError: 'invalid_grant' });
@@ -244,6 +246,37 @@ WITH input AS (
 )
 SELECT g.*, spent.next_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant_id`;
 
+/**
+ * A refresh token presented again within the reuse grace after its rotation, for a reply that was lost (RFC 9700
+ * 4.14.2): answered like a rotation only while the successor that reply carried was never used, by a rotation or by an
+ * earlier retry. In one statement, so of racing retries exactly one replaces it: the successor is spent (`used_at`, and
+ * `superseded_at` so that it never earns a grace itself) and a new token of its generation stored, so the sign-in
+ * still holds one live refresh token. The only token of the next generation is the successor; a second one means a
+ * retry was answered already. Locks that successor, then the grant, as a rotation of it would: no new lock order.
+ * Only on the refused path, after a rotation found the token spent, so it is not batched. Parameters: presented hash,
+ * new hash, client, time, the grace's start, and the request's scopes (jsonb) or null.
+ */
+const RETRY_WITHIN_GRACE = `
+WITH presented AS MATERIALIZED (
+  SELECT t.grant_id, t.generation FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+   WHERE t.token_hash = $1 AND t.used_at > $5::timestamptz AND t.superseded_at IS NULL
+     AND g.client_id = $3 AND g.revoked_at IS NULL AND g.expires_at > $4::timestamptz
+     AND ($6::jsonb IS NULL OR (g.scopes @> $6::jsonb AND $6::jsonb @> g.scopes))
+), superseded AS (
+  UPDATE oauth_refresh_tokens s SET used_at = $4::timestamptz, superseded_at = $4::timestamptz
+  FROM presented p
+  WHERE s.grant_id = p.grant_id AND s.generation = p.generation + 1 AND s.used_at IS NULL
+    AND NOT EXISTS (SELECT 1 FROM oauth_refresh_tokens o
+                     WHERE o.grant_id = p.grant_id AND o.generation = p.generation + 1 AND o.token_hash <> s.token_hash)
+  RETURNING s.grant_id, s.generation
+), stored AS (
+  INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
+  SELECT $2, grant_id, generation, $4::timestamptz FROM superseded
+), touched AS (
+  UPDATE oauth_grants g SET last_used_at = $4::timestamptz FROM superseded WHERE g.id = superseded.grant_id
+)
+SELECT g.*, $2::text AS next_hash FROM superseded JOIN oauth_grants g ON g.id = superseded.grant_id`;
+
 /** One column of a batch, as the array parameter `unnest` reads. */
 function column<T, K extends keyof T>(rows: readonly T[], key: K): Array<T[K]> {
   return rows.map((row) => row[key]);
@@ -279,9 +312,12 @@ export class OAuthGrants {
   readonly #insertCodes: StatementBatcher<NewCode, undefined>;
   readonly #exchangeCodes: StatementBatcher<CodeExchange, ExchangedCode | undefined>;
   readonly #rotateRefreshTokens: StatementBatcher<RefreshRotation, RotatedRefresh | undefined>;
+  /** For the token endpoint's description, which states the grace this server applies. */
+  readonly refreshReuseGraceSeconds: number;
 
   constructor(dependencies: GrantDependencies) {
     this.#d = dependencies;
+    this.refreshReuseGraceSeconds = dependencies.refreshReuseGraceSeconds;
     const db = dependencies.db;
     this.#insertCodes = new StatementBatcher(async (codes) => {
       await sql`
@@ -443,7 +479,8 @@ export class OAuthGrants {
 
   /**
    * `grant_type=refresh_token` (CLI only): the presented token is spent and a new one issued in the same grant. A
-   * spent token presented again means two parties hold the family: the whole grant is revoked (RFC 9700 4.14).
+   * spent token presented again means two parties hold the family: the whole grant is revoked (RFC 9700 4.14), save
+   * for one retry within the reuse grace of a token whose successor was never used (see RETRY_WITHIN_GRACE).
    */
   /**
    * `scopes`: the refresh request's `scope` (RFC 6749 6), when sent. Only the sign-in's own scopes are accepted: more is
@@ -482,7 +519,9 @@ export class OAuthGrants {
       }
     }
     const next = newOpaqueToken('rrt');
-    const row = await this.#rotateRefreshTokens.submit({ token_hash: hash, next_hash: next.hash, client_id: input.client.clientId, at: new Date(now).toISOString() });
+    const rotation = { token_hash: hash, next_hash: next.hash, client_id: input.client.clientId, at: new Date(now).toISOString() };
+    // A retry within the grace is tried only once the rotation found the token spent: a fresh token costs nothing more.
+    const row = (await this.#rotateRefreshTokens.submit(rotation)) ?? (await this.#retryWithinGrace(rotation, now, requested));
     if (!row) {
       const known = await db
         .selectFrom('oauth_refresh_tokens as t')
@@ -493,7 +532,8 @@ export class OAuthGrants {
       if (!known || known.client_id !== input.client.clientId) throw invalidGrant('refresh_token_invalid', 'the refresh token is not known');
       if (known.revoked_at !== null) throw invalidGrant('grant_revoked', 'this sign-in was revoked');
       if (known.expires_at.getTime() <= now) throw invalidGrant('grant_expired', 'this sign-in has expired; sign in again');
-      // Spent, and presented again: two parties hold this family. Everything of the sign-in ends (RFC 9700 4.14).
+      // Spent, and presented again beyond what the grace forgives (or a token a retry replaced): two parties hold this
+      // family. Everything of the sign-in ends (RFC 9700 4.14).
       await this.#revoke(known.id, 'refresh_token_reuse');
       throw invalidGrant('refresh_token_reused', 'the refresh token was already used; every token of this sign-in is revoked');
     }
@@ -510,6 +550,23 @@ export class OAuthGrants {
       scope: grant.scopes.join(' '),
       refresh_token: next.token,
     };
+  }
+
+  /** The refresh token of a lost reply, presented again within the grace (see RETRY_WITHIN_GRACE); undefined otherwise. */
+  async #retryWithinGrace(rotation: RefreshRotation, now: number, scopes: readonly string[] | undefined): Promise<RotatedRefresh | undefined> {
+    const grace = this.#d.refreshReuseGraceSeconds;
+    if (grace === 0) return undefined;
+    const { rows } = await this.#d.db.executeQuery<RotatedRefresh>(
+      CompiledQuery.raw(RETRY_WITHIN_GRACE, [
+        rotation.token_hash,
+        rotation.next_hash,
+        rotation.client_id,
+        rotation.at,
+        new Date(now - grace * 1000).toISOString(),
+        scopes === undefined ? null : JSON.stringify(scopes),
+      ]),
+    );
+    return rows[0];
   }
 
   /** Records what the person agreed to give this client, so `prompt=none` may answer later without asking. */

@@ -47,6 +47,8 @@ const EnvSchema = z.object({
   RUNTIME_LEASE_TTL_SECONDS: positive(10, 3600).default(90),
   RUNTIME_EVICTIONS_PER_MINUTE: positive(1, 1000).default(10),
   DEVICE_ASSERTIONS_PER_DEVICE: positive(10, 1_000_000).default(REPLAY_GUARD_PER_DEVICE),
+  // At most 5 minutes: each second of it is a second in which a stolen, just-rotated token is still good for one retry.
+  REFRESH_TOKEN_REUSE_GRACE_SECONDS: decimal(z.number().int().min(0).max(300)).default(30),
   RUNTIME_SESSIONS_PER_ENVIRONMENT: positive(2, 1000).default(32),
   RUNTIME_SESSION_IDLE_SECONDS: positive(60, 7 * 24 * 3600).default(1800),
   RUNTIME_SOCKET_MESSAGES_PER_MINUTE: positive().default(12_000),
@@ -90,6 +92,8 @@ export interface Config {
   readonly runtimeEvictionsPerMinute: number;
   /** Used device-assertion ids one device may hold inside their window (its share of the replay guard). */
   readonly deviceAssertionsPerDevice: number;
+  /** How long after a rotation the spent refresh token may be retried once (a lost reply); 0: never. */
+  readonly refreshTokenReuseGraceSeconds: number;
   /** Live (not ended) Runtime sessions per person per Environment. */
   readonly runtimeSessionsPerEnvironment: number;
   /** A Runtime session without the lease (standby, superseded) is released after this long. */
@@ -153,6 +157,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     runtimeLeaseTtlSeconds: e.RUNTIME_LEASE_TTL_SECONDS,
     runtimeEvictionsPerMinute: e.RUNTIME_EVICTIONS_PER_MINUTE,
     deviceAssertionsPerDevice: e.DEVICE_ASSERTIONS_PER_DEVICE,
+    refreshTokenReuseGraceSeconds: e.REFRESH_TOKEN_REUSE_GRACE_SECONDS,
     runtimeSessionsPerEnvironment: e.RUNTIME_SESSIONS_PER_ENVIRONMENT,
     runtimeSessionIdleSeconds: e.RUNTIME_SESSION_IDLE_SECONDS,
     runtimeSocketMessagesPerMinute: e.RUNTIME_SOCKET_MESSAGES_PER_MINUTE,

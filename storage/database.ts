@@ -183,6 +183,8 @@ export interface OAuthRefreshTokenTable {
   generation: number;
   created_at: Instant;
   used_at: NullableInstant;
+  /** Set with `used_at` when a retry within the reuse grace replaced this token instead of a rotation spending it. */
+  superseded_at: NullableInstant;
 }
 
 /** What a person agreed to on the consent page, per client: lets `prompt=none` answer without asking again. */

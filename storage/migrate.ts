@@ -28,6 +28,7 @@ import * as browserSessionsByBrowserAccount0023 from './migrations/0023-browser-
 import * as liveGrantsByAccount0024 from './migrations/0024-live-grants-by-account.js';
 import * as liveGrantsByBrowser0025 from './migrations/0025-live-grants-by-browser.js';
 import * as codesByBrowserExpiry0026 from './migrations/0026-codes-by-browser-expiry.js';
+import * as refreshTokenSupersession0027 from './migrations/0027-refresh-token-supersession.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -60,6 +61,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0024-live-grants-by-account': liveGrantsByAccount0024,
   '0025-live-grants-by-browser': liveGrantsByBrowser0025,
   '0026-codes-by-browser-expiry': codesByBrowserExpiry0026,
+  '0027-refresh-token-supersession': refreshTokenSupersession0027,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

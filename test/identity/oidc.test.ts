@@ -242,7 +242,9 @@ test('CLI: loopback redirect on any port, refresh rotates, a reused refresh toke
   const next = one.body as unknown as TokenSet;
   assert.is.not(next.refresh_token, tokens.refresh_token);
   assert.is((await fetch(`${server.url}/v1/auth/management-sessions`, { headers: bearer(next.access_token) })).status, 200);
-  // The spent token again: someone else holds the family. Everything of this sign-in ends.
+  // The spent token again, past the reuse grace (a retry inside it is refresh-reuse-grace.test.ts): someone else holds
+  // the family. Everything of this sign-in ends.
+  clock.advance(30_001);
   const reuse = await tokenRequest(server.url, { grant_type: 'refresh_token', client_id: CLI_CLIENT_ID, refresh_token: tokens.refresh_token! });
   assert.equal([reuse.status, reuse.body.error, reuse.body.code], [400, 'invalid_grant', 'refresh_token_reused']);
   const latest = await tokenRequest(server.url, { grant_type: 'refresh_token', client_id: CLI_CLIENT_ID, refresh_token: next.refresh_token! });

@@ -91,7 +91,8 @@ registered URIs on the Environment's origin, get scope \`openid runtime\`, 10-mi
 \`max_age\`); they renew with \`prompt=none\`. The CLI client \`registry-cli\` redirects to
 \`http://127.0.0.1:{any port}\` or \`http://[::1]:{any port}\` (RFC 8252), gets scope
 \`openid management\`, 10-minute access tokens for audience \`registry-management\` and single-use refresh tokens that
-rotate inside a 30-day sign-in; presenting a spent one revokes the whole sign-in (\`refresh_token_reused\`).`;
+rotate inside a 30-day sign-in; presenting a spent one revokes the whole sign-in (\`refresh_token_reused\`), save one
+retry of a refresh whose reply was lost, shortly after it (the token endpoint states the grace).`;
 
 /** Builds the OpenAPI 3.1.0 document from the route table and the registered schemas. */
 export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenApiOptions): Json {

@@ -11,6 +11,18 @@ import { principalAs } from '../credentials.js';
 import { HttpError, oauthDescription } from '../errors.js';
 import { defineRoute, type AnyRoute } from '../route.js';
 
+/** The token endpoint's words on the refresh-token reuse grace this server applies (REFRESH_TOKEN_REUSE_GRACE_SECONDS). */
+function reuseGrace(seconds: number): string {
+  if (seconds === 0) return 'This server allows no reuse grace: a retry of a refresh whose reply was lost is reuse too. ';
+  return (
+    `One exception, for a reply that was lost: within ${seconds} seconds of its rotation, a spent refresh token ` +
+    'presented again (with the same scopes, or none) is answered once like a rotation, provided the refresh token that ' +
+    'rotation returned was never used; that token is then spent, so a sign-in holds one live refresh token, and ' +
+    'presenting it later revokes the sign-in. A second retry, or one after the grace, after the returned token was ' +
+    'used or naming other scopes, is reuse; of two retries at once, one is answered and the other is reuse, which revokes the sign-in. '
+  );
+}
+
 export interface OidcDependencies {
   readonly accounts: Accounts;
   readonly sessions: BrowserSessions;
@@ -304,7 +316,9 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
       description:
         '`authorization_code` with the PKCE `code_verifier` and the same `redirect_uri`; `refresh_token` for the CLI ' +
         'client. Refresh tokens rotate: each is single use, and presenting a spent one revokes the whole sign-in ' +
-        '(`invalid_grant`, code `refresh_token_reused`). A refresh always returns the sign-in\'s own scopes: a `scope` ' +
+        '(`invalid_grant`, code `refresh_token_reused`). ' +
+        reuseGrace(deps.grants.refreshReuseGraceSeconds) +
+        'A refresh always returns the sign-in\'s own scopes: a `scope` ' +
         'naming more is `invalid_scope` (RFC 6749 6), and one naming fewer is refused the same way rather than ' +
         'narrowed (the token would still be checked against the whole grant); a refused refresh leaves the refresh ' +
         'token unspent. A reused authorization code revokes what it produced. ' +
