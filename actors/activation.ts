@@ -1,5 +1,5 @@
 import { createActor, initialTransition, type AnyActorScope, type AnyMachineSnapshot, type EventObject } from 'xstate';
-import type { ActorKind, ActorPolicy } from './actor-kind.js';
+import { stateVersionOf, type ActorKind, type ActorPolicy, type ActorStateUpgrade } from './actor-kind.js';
 import type { CommitLanes, CommitParticipant } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
 import {
@@ -43,8 +43,8 @@ export interface ActivationContext {
   /** Called once when the activation stops; `written` says whether its epoch reached the store. */
   stopped(activation: Activation, written: boolean, reason: StopReason): void;
   timerDue(activation: Activation, name: string, dueAt: number): void;
-  /** The stored snapshot's timers are not those its state holds (see ActorStore.replaceTimers). */
-  timersStale(activation: Activation, snapshotVersion: number, timers: Readonly<Record<string, number>>): void;
+  /** The stored snapshot's timers or end are not those its state holds (see ActorStore.replaceTimers). */
+  timersStale(activation: Activation, snapshotVersion: number, timers: Readonly<Record<string, number>>, endedAt: number | null): void;
   warn(message: string, details: Record<string, unknown>): void;
   effectFailed(activation: Activation, error: unknown): void;
 }
@@ -120,9 +120,41 @@ function eventType(event: unknown): string {
 }
 
 /**
- * Rebuilds the committed state: the stored snapshot (or the initial state) with the journal after it replayed. The
- * replayed events' effects ran when they were first handled, so only state is rebuilt. Throws when what is stored does
- * not fit the machine (a snapshot it cannot read, a journaled event it no longer handles): that does not restore.
+ * What a row or segment written at `stored` state version reads as now, through the kind's steps (`step` picks the
+ * snapshot's or the event's function of each). What a newer build wrote is refused, never guessed at: a rollback must
+ * not rebuild a state its machine reads differently.
+ */
+function upgraded(
+  definition: ActorKind,
+  stored: number,
+  what: () => string,
+  value: unknown,
+  step: (upgrade: ActorStateUpgrade) => ((value: unknown) => unknown) | undefined,
+): unknown {
+  const current = stateVersionOf(definition);
+  if (stored === current) return value;
+  if (stored > current) {
+    throw new Error(`${what()} was written at state version ${stored} of ${definition.name}, newer than this build's ${current}: a newer release wrote it`);
+  }
+  for (let from = stored; from < current; from++) {
+    const upgrade = definition.upgrades![from - 1]!;
+    const apply = step(upgrade);
+    if (!apply) continue;
+    try {
+      value = apply(value);
+    } catch (error) {
+      throw new Error(`upgrade step ${from}→${from + 1} (${upgrade.name}) of ${definition.name} threw on ${what()}: ${describe(error)}`, { cause: error });
+    }
+  }
+  return value;
+}
+
+/**
+ * Rebuilds the committed state: the stored snapshot (or the initial state) with the journal after it replayed, each
+ * first brought up to the kind's state version from the one it was written at. The replayed events' effects ran when
+ * they were first handled, so only state is rebuilt. Throws when what is stored does not fit the machine (a snapshot
+ * it cannot read, a journaled event it no longer handles, a version it does not know, a step that throws): that does
+ * not restore.
  */
 export function restoreCommitted(
   definition: ActorKind,
@@ -131,7 +163,13 @@ export function restoreCommitted(
 ): { snapshot: AnyMachineSnapshot; scope: { readonly scope: AnyActorScope; readonly sink: { actions: ExecutableAction[] } } } {
   const machine = definition.machine;
   const input = definition.input?.(key);
-  const self = createActor(machine, stored ? { snapshot: stored.snapshot as never, input } : { input });
+  const current = stateVersionOf(definition);
+  let persisted: unknown;
+  if (stored) {
+    const facts = { key, version: stored.snapshotVersion, storedAt: stored.updatedAt.getTime() };
+    persisted = upgraded(definition, stored.stateVersion, () => `the snapshot at version ${stored.snapshotVersion}`, stored.snapshot, (u) => u.snapshot && ((s) => u.snapshot!(s, facts)));
+  }
+  const self = createActor(machine, stored ? { snapshot: persisted as never, input } : { input });
   const sink: { actions: ExecutableAction[] } = { actions: [] };
   const scope = inertScope(self, sink);
   let snapshot = stored ? (self.getSnapshot() as AnyMachineSnapshot) : initialTransition(machine, input)[0];
@@ -140,11 +178,18 @@ export function restoreCommitted(
   if (snapshot.status === 'error') throw new Error(`stored snapshot at version ${stored?.snapshotVersion} does not fit the machine: ${describe(snapshot.error)}`);
   for (const record of stored?.tail ?? []) {
     sink.actions = [];
-    const next = machine.transition(snapshot, record.event as never, scope) as AnyMachineSnapshot;
+    // Most records are of the kind's current version: no closure or message built for them.
+    const event =
+      record.stateVersion === current
+        ? record.event
+        : upgraded(definition, record.stateVersion, () => `the journal entry at version ${record.version} (${eventType(record.event)})`, record.event, (u) =>
+            u.event && ((e) => u.event!(e, { key, version: record.version, at: record.at })),
+          );
+    const next = machine.transition(snapshot, event as never, scope) as AnyMachineSnapshot;
     // Only events that changed the state or asked for actions were journaled. One the machine now ignores (renamed,
     // no longer accepted there) would drop a committed change from the rebuilt state without a trace.
     if (next === snapshot && sink.actions.length === 0) {
-      throw new Error(`journal entry at version ${record.version} (${eventType(record.event)}) changes nothing when replayed: the machine no longer handles it as it did`);
+      throw new Error(`journal entry at version ${record.version} (${eventType(event)}) changes nothing when replayed: the machine no longer handles it as it did`);
     }
     snapshot = next;
   }
@@ -162,6 +207,8 @@ export class Activation implements CommitParticipant {
   readonly id: string;
   readonly kind: string;
   readonly key: string;
+  /** The kind's state version, which this activation's writes record. */
+  readonly stateVersion: number;
   #epoch = 0;
   #status: 'loading' | 'live' | 'stopped' = 'loading';
   #snapshot: AnyMachineSnapshot | undefined;
@@ -200,6 +247,7 @@ export class Activation implements CommitParticipant {
     this.#definition = definition;
     this.kind = definition.name;
     this.key = key;
+    this.stateVersion = stateVersionOf(definition);
     this.id = id;
     this.#ctx = ctx;
     this.#activatedAt = ctx.clock.now();
@@ -274,17 +322,21 @@ export class Activation implements CommitParticipant {
     this.#snapshotVersion = stored?.snapshotVersion ?? 0;
     this.#timersStored = stored?.timers ?? NO_TIMERS;
     this.#timersNow = timersNow;
+    let endedAt: number | null | undefined;
     try {
-      this.#ended = this.#endedAt(this.#snapshot!) !== null;
+      endedAt = this.#endedAt(this.#snapshot!);
     } catch {
       // Only passivation reads this here: an endedAt that cannot read the state refuses the next write that needs it.
-      this.#ended = false;
+      endedAt = undefined;
     }
+    this.#ended = endedAt != null;
     this.#lastStored = this.#ctx.clock.now();
     this.#status = 'live';
-    if (stored && !sameTimers(this.#timersNow, this.#timersStored)) {
+    // A row an older build stored may lack an end or a deadline its upgraded state holds (retirement and the poller
+    // read the row, not the state) or hold one it does not.
+    if (stored && (!sameTimers(this.#timersNow, this.#timersStored) || (endedAt !== undefined && endedAt !== stored.endedAt))) {
       // #timersStored stays as loaded, so this activation's next write stores a snapshot anyway if the repair fails.
-      this.#ctx.timersStale(this, this.#snapshotVersion, this.#timersNow);
+      this.#ctx.timersStale(this, this.#snapshotVersion, this.#timersNow, endedAt === undefined ? stored.endedAt : endedAt);
     }
     this.#nothingStored = stored === undefined;
     this.#armTimers(this.#timersNow);

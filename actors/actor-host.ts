@@ -279,9 +279,9 @@ export class ActorHost {
       kindTimers(registered.kind, snapshot);
       state = registered.kind.machine.getPersistedSnapshot(snapshot);
     } catch (error) {
-      const { snapshotVersion, version, epoch, snapshot, timers, updatedAt } = stored;
+      const { snapshotVersion, version, epoch, snapshot, timers, stateVersion, updatedAt } = stored;
       const reason = error instanceof Error ? error.message : String(error);
-      return { snapshotVersion, version, epoch, snapshot, timers, updatedAt, restores: false, reason, cause: error };
+      return { snapshotVersion, version, epoch, snapshot, timers, stateVersion, updatedAt, restores: false, reason, cause: error };
     }
     return {
       restores: true,
@@ -414,11 +414,11 @@ export class ActorHost {
           if (error instanceof ActorOverloadedError) activation.timerRefused(name, dueAt, TIMER_RETRY_MS);
         });
       },
-      timersStale: (activation, snapshotVersion, timers) => {
+      timersStale: (activation, snapshotVersion, timers, endedAt) => {
         const repair = this.#store
-          .replaceTimers(activation.kind, activation.key, activation.epoch, snapshotVersion, timers)
+          .replaceTimers(activation.kind, activation.key, activation.epoch, snapshotVersion, timers, endedAt)
           .then(
-            (applied) => this.#logger.info({ actor: `${activation.kind}/${activation.key}`, timers, applied }, 'stored timers replaced by those of the state'),
+            (applied) => this.#logger.info({ actor: `${activation.kind}/${activation.key}`, timers, endedAt, applied }, 'stored timers replaced by those of the state'),
             (error: unknown) => this.#logger.warn({ actor: `${activation.kind}/${activation.key}`, err: error }, 'cannot replace stale stored timers'),
           )
           .finally(() => this.#timerRepairs.delete(repair));

@@ -49,6 +49,69 @@ export interface ActorKind<TMachine extends AnyStateMachine = AnyStateMachine> {
    * state a contract calls ephemeral: an operator's setting may keep other history longer, not this.
    */
   readonly retention?: ActorRetention;
+  /**
+   * Version of what this kind stores, 1 unless declared. Every snapshot row and journal segment records the version
+   * it was written at; loading brings older ones up to this one through `upgrades`, and refuses to restore what a
+   * newer build wrote (a rollback must never misread it). Raise it, with a step, whenever what older releases stored
+   * would read differently now (a context field the machine or `timers` now needs, a renamed event).
+   */
+  readonly stateVersion?: number;
+  /** `upgrades[n - 1]` turns what version n stored into what version n + 1 stores: exactly `stateVersion - 1` steps. */
+  readonly upgrades?: readonly ActorStateUpgrade[];
+}
+
+/**
+ * One version step of a kind's stored state. Pure: no I/O, no clock, no randomness, and the value given is not changed
+ * (return a new one). A time a step needs comes from what the store knows (`storedAt`, an event's `at`): the same
+ * row upgrades the same way on every load until a write stores it at the new version. A step that throws fails the
+ * restore, naming the step, as a state the machine cannot read does.
+ */
+export interface ActorStateUpgrade {
+  /** What it repairs, in a few words: named in the restore's failure. */
+  readonly name: string;
+  /** A persisted snapshot (as `machine.getPersistedSnapshot` wrote it) of the version before, as this version stores it. */
+  readonly snapshot?: (snapshot: unknown, stored: StoredSnapshotFacts) => unknown;
+  /** A journaled event (as `journalView` kept it) of the version before, as this version journals it. */
+  readonly event?: (event: unknown, stored: StoredEventFacts) => unknown;
+}
+
+export interface StoredSnapshotFacts {
+  readonly key: string;
+  /** The actor's version the snapshot holds. */
+  readonly version: number;
+  /** When the snapshot row was last written (ms, the store's clock): at or after every event the snapshot holds. */
+  readonly storedAt: number;
+}
+
+export interface StoredEventFacts {
+  readonly key: string;
+  readonly version: number;
+  /** When the event was accepted (ms, the host clock). */
+  readonly at: number;
+}
+
+/** A stored snapshot as an upgrade step reads it: XState's persisted fields with the context as stored. */
+export interface StoredState {
+  readonly value: unknown;
+  readonly context: Readonly<Record<string, unknown>>;
+  readonly [field: string]: unknown;
+}
+
+/** `snapshot` as a `StoredState`; throws (failing the restore, naming the step) when it is not one. */
+export function storedState(snapshot: unknown): StoredState {
+  const context = typeof snapshot === 'object' && snapshot !== null ? (snapshot as { context?: unknown }).context : undefined;
+  if (typeof context !== 'object' || context === null || Array.isArray(context)) throw new Error('the stored snapshot has no context object');
+  return snapshot as StoredState;
+}
+
+/** `state` with `context` merged over its context: what a step that adds or repairs context fields returns. */
+export function withContext(state: StoredState, context: Readonly<Record<string, unknown>>): StoredState {
+  return { ...state, context: { ...state.context, ...context } };
+}
+
+/** The version a kind's writes record. */
+export function stateVersionOf(kind: ActorKind): number {
+  return kind.stateVersion ?? 1;
 }
 
 export interface ActorRetention {
@@ -91,5 +154,8 @@ export function defineActorKind<TMachine extends AnyStateMachine>(kind: ActorKin
     if (!Number.isSafeInteger(ms) || ms <= 0) throw new Error(`actor kind ${kind.name}: retention.${name} must be a positive whole number of ms`);
   }
   if (kind.retention?.endedMs !== undefined && !kind.endedAt) throw new Error(`actor kind ${kind.name}: retention.endedMs needs endedAt`);
+  const version = stateVersionOf(kind);
+  if (!Number.isSafeInteger(version) || version < 1) throw new Error(`actor kind ${kind.name}: stateVersion must be a whole number from 1`);
+  if ((kind.upgrades?.length ?? 0) !== version - 1) throw new Error(`actor kind ${kind.name}: stateVersion ${version} needs ${version - 1} upgrade steps, has ${kind.upgrades?.length ?? 0}`);
   return Object.freeze(kind);
 }

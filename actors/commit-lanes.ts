@@ -6,6 +6,8 @@ export interface CommitParticipant {
   readonly kind: string;
   readonly key: string;
   readonly epoch: number;
+  /** The kind's state version its writes record. */
+  readonly stateVersion: number;
   /** The participant's snapshot as of its newest queued version, for a write that carries one. */
   snapshotForCommit(): SnapshotWrite;
   committed(version: number): void;
@@ -134,9 +136,9 @@ class CommitLane {
     let snapshots = 0;
     let unwritable: Pending[] | undefined;
     for (const p of batch) {
-      const { kind, key, epoch } = p.participant;
+      const { kind, key, epoch, stateVersion } = p.participant;
       if (!p.withSnapshot) {
-        entries.push({ kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal });
+        entries.push({ kind, key, baseVersion: p.baseVersion, epoch, stateVersion, journal: p.journal });
         continue;
       }
       let snapshot: SnapshotWrite;
@@ -149,7 +151,7 @@ class CommitLane {
         continue;
       }
       snapshots++;
-      entries.push({ kind, key, baseVersion: p.baseVersion, epoch, journal: p.journal, snapshot });
+      entries.push({ kind, key, baseVersion: p.baseVersion, epoch, stateVersion, journal: p.journal, snapshot });
     }
     if (unwritable) batch = batch.filter((p) => !unwritable.includes(p));
     if (batch.length === 0) {

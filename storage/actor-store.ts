@@ -23,12 +23,20 @@ export interface ActorStore {
   landed(entries: readonly CommitEntry[]): Promise<ReadonlySet<number>>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
   /**
-   * Replaces the durable timers stored with an actor's snapshot by those its state holds, when they differ although no
-   * write changed them (rows stored by an older build, or a kind whose machine changed): the poller would otherwise
-   * activate the actor for a deadline it does not have after every passivation. Applies only while the snapshot is
-   * still at `snapshotVersion` and its epoch is not newer than `epoch`; false when it did not apply.
+   * Replaces the durable timers and the end stored with an actor's snapshot by those its state holds, when they differ
+   * although no write changed them (rows stored by an older build, upgraded on load, or a kind whose machine changed):
+   * the poller would otherwise activate the actor for a deadline it does not have after every passivation, or never
+   * for one it has, and retirement would never find an end the row does not record. Applies only while the snapshot
+   * is still at `snapshotVersion` and its epoch is not newer than `epoch`; false when it did not apply.
    */
-  replaceTimers(kind: string, key: string, epoch: number, snapshotVersion: number, timers: Readonly<Record<string, number>>): Promise<boolean>;
+  replaceTimers(
+    kind: string,
+    key: string,
+    epoch: number,
+    snapshotVersion: number,
+    timers: Readonly<Record<string, number>>,
+    endedAt: number | null,
+  ): Promise<boolean>;
   /** Actors with a durable timer due at or before `before`, earliest first (then by kind and key), after `after`. */
   dueActors(before: number, limit: number, after?: DueActor): Promise<readonly DueActor[]>;
   /** Resolves when the store answers a trivial query. */
@@ -45,9 +53,18 @@ export interface StoredActor {
   readonly epoch: number;
   readonly snapshot: unknown;
   readonly timers: Readonly<Record<string, number>>;
+  /** The end the row records (ms), null when none. */
+  readonly endedAt: number | null;
+  /** The kind's state version `snapshot` was written at (ActorKind.stateVersion). */
+  readonly stateVersion: number;
   /** Journal records after the snapshot, oldest first, to replay. */
-  readonly tail: readonly JournalRecord[];
+  readonly tail: readonly StoredJournalRecord[];
   readonly updatedAt: Date;
+}
+
+export interface StoredJournalRecord extends JournalRecord {
+  /** The kind's state version its segment was written at. */
+  readonly stateVersion: number;
 }
 
 export interface JournalRecord {
@@ -71,6 +88,8 @@ export interface CommitEntry {
   /** The journal must end at this version for the entry to apply; 0 when the actor has never been written. */
   readonly baseVersion: number;
   readonly epoch: number;
+  /** The kind's state version the journal segment and the snapshot are written at; 1 when absent. */
+  readonly stateVersion?: number;
   /** One record for each version after `baseVersion`, in order; at least one. */
   readonly journal: readonly JournalRecord[];
   /**
@@ -125,6 +144,8 @@ export interface StoredActorRow {
   readonly epoch: number;
   readonly snapshot: unknown;
   readonly timers: Readonly<Record<string, number>>;
+  /** The kind's state version the snapshot was written at. */
+  readonly stateVersion: number;
   readonly updatedAt: Date;
 }
 

@@ -61,6 +61,8 @@ export interface ActorSnapshotTable {
   next_due_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
   /** When the actor ended (its kind's `endedAt`), for retirement; null while it lives. */
   ended_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** The kind's state version the snapshot was written at (ActorKind.stateVersion); 1 for rows from before versions. */
+  state_version: ColumnType<number, number | undefined, number>;
   updated_at: Timestamp;
 }
 
@@ -78,6 +80,8 @@ export interface ActorJournalTable {
   epoch: Int8;
   /** `[acceptedAtMs, event]` for each version from `version` to `last_version`, in order (host clock time). */
   events: Json<ReadonlyArray<readonly [number, unknown]>>;
+  /** The kind's state version every event of the segment was written at; 1 for segments from before versions. */
+  state_version: ColumnType<number, number | undefined, never>;
 }
 
 export interface IdempotencyRecordTable {

@@ -29,6 +29,7 @@ import * as liveGrantsByAccount0024 from './migrations/0024-live-grants-by-accou
 import * as liveGrantsByBrowser0025 from './migrations/0025-live-grants-by-browser.js';
 import * as codesByBrowserExpiry0026 from './migrations/0026-codes-by-browser-expiry.js';
 import * as refreshTokenSupersession0027 from './migrations/0027-refresh-token-supersession.js';
+import * as actorStateVersions0028 from './migrations/0028-actor-state-versions.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -62,6 +63,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0025-live-grants-by-browser': liveGrantsByBrowser0025,
   '0026-codes-by-browser-expiry': codesByBrowserExpiry0026,
   '0027-refresh-token-supersession': refreshTokenSupersession0027,
+  '0028-actor-state-versions': actorStateVersions0028,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

@@ -8,8 +8,8 @@ import {
   type DueActor,
   type JournalEntry,
   type JournalQuery,
-  type JournalRecord,
   type StoredActor,
+  type StoredJournalRecord,
   StoredActorInconsistentError,
 } from '../actor-store.js';
 
@@ -24,6 +24,8 @@ interface EntryInput {
   base: number;
   epoch: number;
   journal: Array<[number, unknown]>;
+  /** The kind's state version; absent for 1, the version of every kind that never changed what it stores. */
+  sv?: number;
   snap?: { version: number; state: unknown; timers: Readonly<Record<string, number>>; nextDueAt: string | null; endedAt?: string };
 }
 
@@ -48,20 +50,21 @@ WITH checked AS (
                           ORDER BY j.version DESC LIMIT 1),
                         -- No journal (never written, or a snapshot written without one): the snapshot's version.
                         (SELECT s.version FROM actor_snapshots s WHERE s.kind = i.kind AND s.key = i.key), 0) = i.base AS ok
-    FROM ROWS FROM (json_to_recordset($1::json) AS (kind text, key text, base int8, epoch int8, journal json, snap json))
-         WITH ORDINALITY AS i(kind, key, base, epoch, journal, snap, n)
+    FROM ROWS FROM (json_to_recordset($1::json) AS (kind text, key text, base int8, epoch int8, journal json, snap json, sv int4))
+         WITH ORDINALITY AS i(kind, key, base, epoch, journal, snap, sv, n)
 ), snapshots AS (
-  INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at, ended_at)
+  INSERT INTO actor_snapshots (kind, key, version, epoch, snapshot, timers, next_due_at, ended_at, state_version)
   SELECT kind, key, (snap->>'version')::int8, epoch, (snap->'state')::jsonb, (snap->'timers')::jsonb,
-         (snap->>'nextDueAt')::timestamptz, (snap->>'endedAt')::timestamptz
+         (snap->>'nextDueAt')::timestamptz, (snap->>'endedAt')::timestamptz, COALESCE(sv, 1)
     FROM checked WHERE ok AND snap IS NOT NULL
   ON CONFLICT (kind, key) DO UPDATE
      SET version = excluded.version, epoch = excluded.epoch, snapshot = excluded.snapshot, timers = excluded.timers,
-         next_due_at = excluded.next_due_at, ended_at = excluded.ended_at, updated_at = now()
+         next_due_at = excluded.next_due_at, ended_at = excluded.ended_at, state_version = excluded.state_version,
+         updated_at = now()
    WHERE actor_snapshots.epoch <= excluded.epoch AND actor_snapshots.version < excluded.version
 ), journal AS (
-  INSERT INTO actor_journal (kind, key, version, last_version, epoch, events)
-  SELECT kind, key, base + 1, base + json_array_length(journal), epoch, journal FROM checked WHERE ok
+  INSERT INTO actor_journal (kind, key, version, last_version, epoch, events, state_version)
+  SELECT kind, key, base + 1, base + json_array_length(journal), epoch, journal, COALESCE(sv, 1) FROM checked WHERE ok
 )
 SELECT n - 1 AS position FROM checked WHERE NOT ok`;
 
@@ -81,14 +84,17 @@ interface LoadedRow {
   epoch: number;
   snapshot: unknown;
   timers: Readonly<Record<string, number>>;
+  ended_at: Date | null;
+  state_version: number;
   updated_at: Date;
-  segments: Array<[number, Array<[number, unknown]>]> | null;
+  /** `[version, stateVersion, events]` of each segment. */
+  segments: Array<[number, number, Array<[number, unknown]>]> | null;
 }
 
 /** `load` as one statement: the snapshot row with the journal segments after it. */
 const LOAD_ACTOR = `
-SELECT s.kind, s.key, s.version, s.epoch, s.snapshot, s.timers, s.updated_at,
-       (SELECT json_agg(json_build_array(j.version, j.events) ORDER BY j.version)
+SELECT s.kind, s.key, s.version, s.epoch, s.snapshot, s.timers, s.ended_at, s.state_version, s.updated_at,
+       (SELECT json_agg(json_build_array(j.version, j.state_version, j.events) ORDER BY j.version)
           FROM actor_journal j WHERE j.kind = s.kind AND j.key = s.key AND j.version > s.version) AS segments
   FROM actor_snapshots s WHERE s.kind = $1 AND s.key = $2`;
 
@@ -124,14 +130,22 @@ export class PostgresActorStore implements ActorStore {
     if (!row) return undefined;
     // A snapshot is always stored at the end of a segment (`commit` refuses otherwise), so the segments after it are
     // exactly those starting later, and they follow each other without a gap.
-    const tail: JournalRecord[] = [];
-    for (const [version, events] of row.segments ?? []) {
+    const tail: StoredJournalRecord[] = [];
+    for (const [version, stateVersion, events] of row.segments ?? []) {
       if (version !== row.version + tail.length + 1) {
-        const [lastVersion, lastEvents] = row.segments!.at(-1)!;
-        const stored = { snapshotVersion: row.version, version: lastVersion + lastEvents.length - 1, epoch: row.epoch, snapshot: row.snapshot, timers: row.timers, updatedAt: row.updated_at };
+        const [lastVersion, , lastEvents] = row.segments!.at(-1)!;
+        const stored = {
+          snapshotVersion: row.version,
+          version: lastVersion + lastEvents.length - 1,
+          epoch: row.epoch,
+          snapshot: row.snapshot,
+          timers: row.timers,
+          stateVersion: row.state_version,
+          updatedAt: row.updated_at,
+        };
         throw new StoredActorInconsistentError(`journal of ${kind}/${key} has a gap before version ${version} (snapshot at ${row.version})`, stored);
       }
-      events.forEach(([at, event], i) => tail.push({ version: version + i, event, at }));
+      events.forEach(([at, event], i) => tail.push({ version: version + i, event, at, stateVersion }));
     }
     return {
       kind: row.kind,
@@ -141,6 +155,8 @@ export class PostgresActorStore implements ActorStore {
       epoch: row.epoch,
       snapshot: row.snapshot,
       timers: row.timers,
+      endedAt: row.ended_at === null ? null : row.ended_at.getTime(),
+      stateVersion: row.state_version,
       tail,
       updatedAt: row.updated_at,
     };
@@ -161,6 +177,7 @@ export class PostgresActorStore implements ActorStore {
         journal.push([record.at, record.event]);
       }
       const out: EntryInput = { kind: entry.kind, key: entry.key, base: entry.baseVersion, epoch: entry.epoch, journal };
+      if (entry.stateVersion !== undefined && entry.stateVersion !== 1) out.sv = entry.stateVersion;
       if (entry.snapshot) {
         // Loading replays the segments after the snapshot's version; one ending elsewhere would be replayed in part.
         if (entry.snapshot.version !== entry.baseVersion + journal.length) {
@@ -233,10 +250,11 @@ export class PostgresActorStore implements ActorStore {
     epoch: number,
     snapshotVersion: number,
     timers: Readonly<Record<string, number>>,
+    endedAt: number | null,
   ): Promise<boolean> {
     const result = await this.#db
       .updateTable('actor_snapshots')
-      .set({ timers: JSON.stringify(timers), next_due_at: earliest(timers) })
+      .set({ timers: JSON.stringify(timers), next_due_at: earliest(timers), ended_at: endedAt === null ? null : new Date(endedAt) })
       .where('kind', '=', kind)
       .where('key', '=', key)
       .where('version', '=', snapshotVersion)

@@ -30,12 +30,12 @@ test('replaceTimers applies only to the snapshot version it names and never unde
     journal: [{ version: 1, event: { type: 'a' }, at }],
     snapshot: { version: 1, snapshot: {}, timers: { deadline: due } },
   }]);
-  assert.is(await store.replaceTimers('counter', 'timers', 1, 1, {}), false, 'an older epoch');
-  assert.is(await store.replaceTimers('counter', 'timers', 2, 0, {}), false, 'another snapshot version');
+  assert.is(await store.replaceTimers('counter', 'timers', 1, 1, {}, null), false, 'an older epoch');
+  assert.is(await store.replaceTimers('counter', 'timers', 2, 0, {}, null), false, 'another snapshot version');
   assert.equal((await store.load('counter', 'timers'))?.timers, { deadline: due }, 'refusals leave the row alone');
   assert.equal((await store.dueActors(due, 10)).map((d) => d.key), ['timers']);
 
-  assert.is(await store.replaceTimers('counter', 'timers', 2, 1, {}), true);
+  assert.is(await store.replaceTimers('counter', 'timers', 2, 1, {}, null), true);
   assert.equal((await store.load('counter', 'timers'))?.timers, {});
   assert.equal(await store.dueActors(due + 3_600_000, 10), [], 'no longer found by the poller');
 });

@@ -35,7 +35,7 @@ function gatedStore(inner: ActorStore) {
     },
     readJournal: (kind, key, query) => inner.readJournal(kind, key, query),
     dueActors: (before, limit, after) => inner.dueActors(before, limit, after),
-    replaceTimers: (kind, key, epoch, snapshotVersion, timers) => inner.replaceTimers(kind, key, epoch, snapshotVersion, timers),
+    replaceTimers: (kind, key, epoch, snapshotVersion, timers, endedAt) => inner.replaceTimers(kind, key, epoch, snapshotVersion, timers, endedAt),
     ping: () => inner.ping(),
     landed: (entries) => inner.landed(entries),
     commit: (entries) => inner.commit(entries),
