@@ -1,4 +1,4 @@
-import { defineActorKind } from './actor-kind.js';
+import { defineActorKind, storedState, withContext, type ActorStateUpgrade } from './actor-kind.js';
 import { idPattern } from '../identity/ids.js';
 import { runtimeLeaseMachine, runtimeLeaseTimers, type LeaseEndReason, type LeaseHolder } from '../machines/runtime-lease/runtime-lease.machine.js';
 import { runtimeSessionMachine, runtimeSessionTimers, type SessionIdleExpired, type SessionLeaseCheck } from '../machines/runtime-session/runtime-session.machine.js';
@@ -13,6 +13,26 @@ export interface LeaseEnded {
   /** The lease version current after the end (the successor's, when superseded). */
   readonly version: number;
 }
+
+/**
+ * Version 2: an active session stored before `leaseCheckAt` existed has no look at its lease, so a notice it missed
+ * (its lease moved on, lapsed, or a crash came between the lease's release and its own) left it active for good. It
+ * gets the deadline taking the lease would have set: `lastActivityAt` (in an active session, when it took the lease)
+ * plus its idle period, so one long past is looked at as soon as it loads. A session without an idle period (stored
+ * before idle expiry) has none, as taking the lease gives it none.
+ */
+export const runtimeSessionUpgrades: readonly ActorStateUpgrade[] = [
+  {
+    name: 'active sessions get leaseCheckAt',
+    snapshot: (snapshot) => {
+      const state = storedState(snapshot);
+      const { leaseCheckAt, idleTtlMs, lastActivityAt } = state.context;
+      if (state.value !== 'active' || leaseCheckAt !== undefined || typeof idleTtlMs !== 'number') return snapshot;
+      if (typeof lastActivityAt !== 'number') throw new Error(`lastActivityAt is ${String(lastActivityAt)}, not a time`);
+      return withContext(state, { leaseCheckAt: lastActivityAt + idleTtlMs });
+    },
+  },
+];
 
 /**
  * The Runtime plane's actor kinds. `leaseEnded` runs after the lease actor committed an end of a holding (the sessions
@@ -35,6 +55,8 @@ export function runtimeKinds(
     }),
     key: { pattern: idPattern('rts'), describe: 'runtime session id: rts_ + 26 base32 characters' },
     input: (key: string) => ({ sessionId: key }),
+    stateVersion: 2,
+    upgrades: runtimeSessionUpgrades,
     timers: (snapshot) => runtimeSessionTimers(snapshot.context),
     // Released and revoked are final (nothing leaves them) and session ids are never issued twice.
     endedAt: (snapshot) => snapshot.context.endedAt,

@@ -30,6 +30,7 @@ import * as liveGrantsByBrowser0025 from './migrations/0025-live-grants-by-brows
 import * as codesByBrowserExpiry0026 from './migrations/0026-codes-by-browser-expiry.js';
 import * as refreshTokenSupersession0027 from './migrations/0027-refresh-token-supersession.js';
 import * as actorStateVersions0028 from './migrations/0028-actor-state-versions.js';
+import * as wakeSessionsWithoutLeaseCheck0029 from './migrations/0029-wake-sessions-without-lease-check.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -64,6 +65,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0026-codes-by-browser-expiry': codesByBrowserExpiry0026,
   '0027-refresh-token-supersession': refreshTokenSupersession0027,
   '0028-actor-state-versions': actorStateVersions0028,
+  '0029-wake-sessions-without-lease-check': wakeSessionsWithoutLeaseCheck0029,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };
