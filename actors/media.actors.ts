@@ -1,5 +1,5 @@
 import { ENVIRONMENT_ID } from '../identity/environments.js';
-import { defineActorKind } from './actor-kind.js';
+import { defineActorKind, storedState, withContext, type ActorStateUpgrade } from './actor-kind.js';
 import { mediaRoomMachine, type DeadlineChange } from '../machines/media-room/media-room.machine.js';
 import { mediaRoomTimers } from '../machines/media-room/media-room.state.js';
 
@@ -24,6 +24,23 @@ export function mediaRoomKey(environmentId: string, scope: string): string {
 }
 
 /**
+ * Version 2: a room stored empty before `emptySince` existed gets it, from the row's stored time (when its last change
+ * was stored, at or after it emptied), so it is retired like rooms emptied since. Events after the snapshot replay on
+ * top: a join they hold clears it again, so a room they filled is not called ended.
+ */
+export const mediaRoomUpgrades: readonly ActorStateUpgrade[] = [
+  {
+    name: 'empty rooms get emptySince',
+    snapshot: (snapshot, stored) => {
+      const state = storedState(snapshot);
+      const { members, emptySince } = state.context;
+      if (emptySince !== undefined || !Array.isArray(members) || members.length > 0) return snapshot;
+      return withContext(state, { emptySince: stored.storedAt });
+    },
+  },
+];
+
+/**
  * The Media plane's room kind. `changedByDeadline` runs after a room committed a change no request caused (a dropped
  * member's grace ended, a speaker offer expired), so the control plane can broadcast the view and close that member's
  * connection and media; it is bound late because the kind exists before the control plane it notifies.
@@ -38,6 +55,8 @@ export function mediaRoomKind(changedByDeadline: (change: DeadlineChange) => voi
     }),
     key: { pattern: MEDIA_ROOM_KEY, describe: 'the environment id, a dot, and the context scope' },
     input: (key: string) => ({ roomId: key, scope: key.slice(key.indexOf('.') + 1) }),
+    stateVersion: 2,
+    upgrades: mediaRoomUpgrades,
     timers: (snapshot) => mediaRoomTimers(snapshot.context),
     // An empty room's end; undone when someone joins. Retiring it loses nothing the next open does not set again.
     endedAt: (snapshot) => snapshot.context.emptySince ?? null,

@@ -31,6 +31,7 @@ import * as codesByBrowserExpiry0026 from './migrations/0026-codes-by-browser-ex
 import * as refreshTokenSupersession0027 from './migrations/0027-refresh-token-supersession.js';
 import * as actorStateVersions0028 from './migrations/0028-actor-state-versions.js';
 import * as wakeSessionsWithoutLeaseCheck0029 from './migrations/0029-wake-sessions-without-lease-check.js';
+import * as wakeEndedActorsWithoutEnd0030 from './migrations/0030-wake-ended-actors-without-end.js';
 
 /**
  * Migrations are imported statically, not read from a folder at run time: the compiled server then carries exactly
@@ -66,6 +67,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0027-refresh-token-supersession': refreshTokenSupersession0027,
   '0028-actor-state-versions': actorStateVersions0028,
   '0029-wake-sessions-without-lease-check': wakeSessionsWithoutLeaseCheck0029,
+  '0030-wake-ended-actors-without-end': wakeEndedActorsWithoutEnd0030,
 });
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...migrations }) };

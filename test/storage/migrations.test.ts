@@ -16,7 +16,7 @@ const MIGRATIONS = [
   '0015-code-auth-time-when-asked', '0016-idempotency-claim-tokens', '0017-journal-retention',
   '0018-sweep-indexes', '0019-ended-actors', '0020-codes-by-session', '0021-ended-actors-by-kind', '0022-live-sessions-by-account',
   '0023-browser-sessions-by-browser-account', '0024-live-grants-by-account', '0025-live-grants-by-browser',
-  '0026-codes-by-browser-expiry', '0027-refresh-token-supersession', '0028-actor-state-versions', '0029-wake-sessions-without-lease-check',
+  '0026-codes-by-browser-expiry', '0027-refresh-token-supersession', '0028-actor-state-versions', '0029-wake-sessions-without-lease-check', '0030-wake-ended-actors-without-end',
 ];
 
 /** Tables, columns, constraints, indexes, triggers and functions of `public`, one line each (kysely's own excluded). */
