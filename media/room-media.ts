@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { types } from 'mediasoup';
+import { errors, type types } from 'mediasoup';
 import type { Logger } from 'pino';
 import { TRANSPORTS_PER_DIRECTION } from './control/media-control.messages.js';
 import { clientRtpCapabilities, producerRtpParameters, ROOM_MEDIA_CODECS, type EncryptionMode } from './media-codecs.js';
@@ -80,7 +80,11 @@ export interface ProducerClosed {
   readonly workerLost: boolean;
 }
 
-/** A worker of this room died: these peers' transports are gone and must be recreated (then re-produce). */
+/**
+ * A worker of this room died: these peers' transports are gone and must be recreated (then re-produce). Besides the
+ * peers that had a transport on the dead worker, it names those whose call a lost worker cut (see `#cut`), whose media
+ * the room closed so that "gone" holds for them too.
+ */
 export interface MediaLost {
   readonly type: 'media.lost';
   readonly pid: number;
@@ -165,6 +169,13 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   #rebuilding: Promise<boolean> | undefined;
   /** The next try at rebuilding the main router, while none succeeded. */
   #rebuildRetry: NodeJS.Timeout | undefined;
+  /**
+   * Peers answered `media_unavailable` because a worker was lost (a call the worker's death cut, or one refused while
+   * the main router is rebuilt), to be named in the room's next report: a call cut while making a peer's first
+   * transport leaves nothing of it on the dead worker, and the peer would otherwise never hear its media can be made
+   * again. Cut as the worker's channel closes, before the pool reports the death (after starting a replacement).
+   */
+  readonly #cut = new Set<string>();
   #closed = false;
 
   private constructor(options: RoomMediaOptions, main: RoomRouter) {
@@ -230,8 +241,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
 
   /** A WebRTC transport for `peerId`: send transports on the main router, recv transports where there is room. */
   async createTransport(peerId: string, direction: TransportDirection): Promise<WebRtcTransportParams> {
-    const transport = await this.#place(peerId, direction, (router) =>
-      router.createWebRtcTransport({ listenInfos: [this.#listenInfo], enableSctp: false }),
+    const transport = await this.#served(peerId, () =>
+      this.#place(peerId, direction, (router) => router.createWebRtcTransport({ listenInfos: [this.#listenInfo], enableSctp: false })),
     );
     return {
       id: transport.id,
@@ -247,13 +258,17 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
    * address from the first packet (comedia); a recv transport is told where to send with `connectPlainTransport`.
    */
   async createPlainTransport(peerId: string, direction: TransportDirection): Promise<PlainTransportParams> {
-    const transport = await this.#place(peerId, direction, (router) =>
-      router.createPlainTransport({ listenInfo: this.#listenInfo, rtcpMux: true, comedia: direction === 'send' }),
+    const transport = await this.#served(peerId, () =>
+      this.#place(peerId, direction, (router) => router.createPlainTransport({ listenInfo: this.#listenInfo, rtcpMux: true, comedia: direction === 'send' })),
     );
     return { id: transport.id, ip: this.#listenInfo.announcedAddress ?? transport.tuple.localAddress, port: transport.tuple.localPort };
   }
 
-  async connectTransport(peerId: string, transportId: string, dtlsParameters: types.DtlsParameters): Promise<void> {
+  connectTransport(peerId: string, transportId: string, dtlsParameters: types.DtlsParameters): Promise<void> {
+    return this.#served(peerId, () => this.#connectTransport(peerId, transportId, dtlsParameters));
+  }
+
+  async #connectTransport(peerId: string, transportId: string, dtlsParameters: types.DtlsParameters): Promise<void> {
     const entry = this.#peer(peerId).transport(transportId);
     if (entry.transport.type !== 'webrtc') throw new MediaError('transport_not_found', `transport ${transportId} is not a WebRTC transport`);
     // The worker refuses a second connect() as an internal error; it is the client's mistake, said as such.
@@ -272,7 +287,11 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     this.#peers.get(peerId)?.closeTransport(transportId);
   }
 
-  async connectPlainTransport(peerId: string, transportId: string, remote: { readonly ip: string; readonly port: number }): Promise<void> {
+  connectPlainTransport(peerId: string, transportId: string, remote: { readonly ip: string; readonly port: number }): Promise<void> {
+    return this.#served(peerId, () => this.#connectPlainTransport(peerId, transportId, remote));
+  }
+
+  async #connectPlainTransport(peerId: string, transportId: string, remote: { readonly ip: string; readonly port: number }): Promise<void> {
     const entry = this.#peer(peerId).transport(transportId, 'recv');
     if (entry.transport.type !== 'plain') throw new MediaError('transport_not_found', `transport ${transportId} is not a plain transport`);
     if (entry.connectCalled) throw new MediaError('already_connected', `transport ${transportId} is already connected`);
@@ -285,7 +304,11 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     }
   }
 
-  async produce(peerId: string, transportId: string, request: ProduceRequest): Promise<{ readonly id: string }> {
+  produce(peerId: string, transportId: string, request: ProduceRequest): Promise<{ readonly id: string }> {
+    return this.#served(peerId, () => this.#produce(peerId, transportId, request));
+  }
+
+  async #produce(peerId: string, transportId: string, request: ProduceRequest): Promise<{ readonly id: string }> {
     const peer = this.#peer(peerId);
     const { transport, router } = peer.transport(transportId, 'send');
     const { source } = request.appData;
@@ -348,7 +371,7 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     const key = `${peerId}\n${transportId}\n${producerId}`;
     const pending = this.#consuming.get(key);
     if (pending) return pending;
-    const made = this.#consume(peer, transportId, producerId, rtpCapabilities).finally(() => this.#consuming.delete(key));
+    const made = this.#served(peerId, () => this.#consume(peer, transportId, producerId, rtpCapabilities)).finally(() => this.#consuming.delete(key));
     this.#consuming.set(key, made);
     return made;
   }
@@ -363,6 +386,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     try {
       localId = await router.producerId(this.#main(), producerId);
     } catch (error) {
+      // The listener's own router went with its worker: its media is lost (and reported with the loss), not the producer.
+      if (router.closed && !peer.closed && isWorkerLoss(error)) throw error;
       // The producer closed while it was piped to this router (mediasoup's NotFoundError): a listener consuming what
       // was just announced as it ends, as on the main router, not a failure of the room.
       if (!this.#sources.has(producerId)) throw new MediaError('producer_not_found', `producer ${producerId} closed`);
@@ -383,11 +408,13 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     return consumerParams(consumer, producerId);
   }
 
-  async resumeConsumer(peerId: string, consumerId: string): Promise<void> {
-    // A peer with no media yet has no consumer either: that, not a missing transport, is what the client got wrong.
-    const peer = this.#peerIfAny(peerId);
-    if (!peer) throw new MediaError('consumer_not_found', `peer ${peerId} has no consumer ${consumerId}`);
-    await peer.consumer(consumerId).consumer.resume();
+  resumeConsumer(peerId: string, consumerId: string): Promise<void> {
+    return this.#served(peerId, async () => {
+      // A peer with no media yet has no consumer either: that, not a missing transport, is what the client got wrong.
+      const peer = this.#peerIfAny(peerId);
+      if (!peer) throw new MediaError('consumer_not_found', `peer ${peerId} has no consumer ${consumerId}`);
+      await peer.consumer(consumerId).consumer.resume();
+    });
   }
 
   /** Closes the producer; its consumers are closed and reported through `producerclosed`. */
@@ -418,11 +445,44 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
     this.#unsubscribe();
     if (this.#rebuildRetry) clearTimeout(this.#rebuildRetry);
     this.#rebuildRetry = undefined;
+    this.#cut.clear();
     for (const peer of this.#peers.values()) peer.close();
     this.#peers.clear();
     this.#audioLevels?.close();
     for (const router of this.#routers) router.close();
     this.removeAllListeners();
+  }
+
+  /**
+   * A peer's call on the workers: one a worker's death cut (mediasoup's WorkerClosedError, the pending request aborted
+   * as the channel closed) is the server's failure, answered `media_unavailable` like a call refused while the main
+   * router is rebuilt, and the peer is owed the room's next report (`#cut`).
+   */
+  async #served<T>(peerId: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      const unavailable = error instanceof MediaError ? error.code === 'media_unavailable' : isWorkerLoss(error);
+      if (!unavailable) throw error;
+      if (this.#closed) throw new MediaError('room_closed', `room ${this.roomId} closed during the call`);
+      this.#cut.add(peerId);
+      if (error instanceof MediaError) throw error;
+      throw new MediaError('media_unavailable', `room ${this.roomId} lost a media worker during the call; make your media again on media.reset`);
+    }
+  }
+
+  /**
+   * The peers `#cut` owes a report, their media closed: the report tells them all of it is gone (they make it again,
+   * as `dropTransportsOn` has every peer of a loss do), and what lingered would count against their new transports.
+   */
+  #takeCut(): string[] {
+    const peerIds = [...this.#cut];
+    this.#cut.clear();
+    for (const peerId of peerIds) {
+      const peer = this.#peers.get(peerId);
+      if (peer) for (const id of [...peer.transports.keys()]) peer.closeTransport(id);
+    }
+    return peerIds;
   }
 
   #main(): RoomRouter {
@@ -562,15 +622,27 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
   }
 
   async #recover(event: WorkerLost): Promise<void> {
+    if (this.#closed) return;
     const dead = new Set(this.#routers.filter((r) => r.pid === event.pid));
-    if (dead.size === 0 || this.#closed) return;
+    if (dead.size === 0) {
+      // A call this loss cut while the room made a router there (a recv transport spreading to another worker). With
+      // the main router down, the rebuild's own report (`medialost` or `mediarestored`) names them instead.
+      if (this.#cut.size > 0 && !this.#routers[0]!.closed && !this.#rebuilding) {
+        const peerIds = this.#takeCut();
+        this.#logger?.warn({ roomId: this.roomId, pid: event.pid, peers: peerIds.length, rebuilt: true }, 'room media lost a worker');
+        this.emit('medialost', { type: 'media.lost', pid: event.pid, peerIds, rebuilt: true });
+      }
+      return;
+    }
     const mainLost = dead.has(this.#routers[0]!);
     // A lost main router stays first, closed, until its successor is up: calls meanwhile fail `media_unavailable`.
     this.#routers = this.#routers.filter((r, i) => i === 0 || !dead.has(r));
-    const peerIds = [...this.#peers.values()].filter((p) => p.dropTransportsOn(dead)).map((p) => p.peerId);
+    const dropped = [...this.#peers.values()].filter((p) => p.dropTransportsOn(dead)).map((p) => p.peerId);
     // Also when only another router was lost while the main one waits for its retry: this loss must not say `rebuilt`.
     const rebuilt = mainLost || this.#routers[0]!.closed ? await this.#rebuildMain() : true;
     if (this.#closed) return;
+    // Cut until now, the rebuild's wait included. Not rebuilt: they hold no transport, and `mediarestored` names them.
+    const peerIds = [...new Set([...dropped, ...(rebuilt ? this.#takeCut() : [])])];
     this.#logger?.warn({ roomId: this.roomId, pid: event.pid, peers: peerIds.length, rebuilt }, 'room media lost a worker');
     this.emit('medialost', { type: 'media.lost', pid: event.pid, peerIds, rebuilt });
     if (!rebuilt) this.#retryRebuild(REBUILD_RETRY_FIRST_MS);
@@ -619,6 +691,8 @@ export class RoomMedia extends EventEmitter<RoomMediaEvents> {
           return;
         }
         this.#logger?.info({ roomId: this.roomId }, 'room media rebuilt its main router');
+        // Refused meanwhile: their media closes, so they are among those holding none, whom `mediarestored` is for.
+        this.#takeCut();
         this.emit('mediarestored', { type: 'media.restored' });
       });
     }, delayMs);
@@ -667,12 +741,17 @@ function consumerParams(consumer: types.Consumer, producerId: string): ConsumerP
   };
 }
 
+/** mediasoup's word that the worker's channel closed under a request (the worker died): not the request's fault. */
+function isWorkerLoss(error: unknown): boolean {
+  return error instanceof errors.WorkerClosedError;
+}
+
 /**
  * An error from the worker while it takes a client's parameters (a MID or SSRC already on the transport, simulcast
  * on a codec without it, a malformed DTLS fingerprint) is the client's mistake; the worker says so only in a message.
  * On a transport that closed meanwhile (the worker died, the peer left) it is not, and goes on as it is.
  */
 function refusedParameters(transport: PeerTransport['transport'], step: string, error: unknown): unknown {
-  if (transport.closed || error instanceof MediaError) return error;
+  if (transport.closed || error instanceof MediaError || isWorkerLoss(error)) return error;
   return new MediaError('invalid_parameters', `${step}: ${error instanceof Error ? error.message : String(error)}`);
 }

@@ -24,7 +24,8 @@ const REFUSALS =
   'fails the Media policy check); `publisher_denied` (the Environment backend did not allow publishing); ' +
   '`e2ee_not_used` (key envelopes only in `sfu_blind` rooms); `target_not_connected`; `media_grant_invalid` ' +
   '(`grant.refresh` with a grant that is not live, lacks a scope of the current one, or is for someone or somewhere else); ' +
-  '`media_unavailable` (this node cannot host the room\'s media right now); `transport_limit` (already ' +
+  '`media_unavailable` (this node cannot host the room\'s media right now, or a media worker died during the call; ' +
+  'a joined member so refused is sent `media.reset` once the room is served again, and makes its media then); `transport_limit` (already ' +
   `${TRANSPORTS_PER_DIRECTION} transports of that direction: leave and join again); \`transport_not_found\`, ` +
   '`transport_wrong_direction`, `transport_already_connected`, `producer_not_found`, `producer_exists` (`produce` of a ' +
   'source the member already publishes, or is publishing: one microphone and one screen at a time; `producer.close` ' +
