@@ -36,8 +36,9 @@ export const RUNTIME_SOCKET_UPGRADES_PER_MINUTE = 20;
 /** The Retry-After of an upgrade over its budget: the time one upgrade takes to refill. */
 export const RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S = Math.ceil(60 / RUNTIME_SOCKET_UPGRADES_PER_MINUTE);
 /**
- * Runtime socket upgrades one person may make per minute in an Environment, whatever sessions they name. The session
- * budget is keyed by the `session` of the query, which the client names: a fresh id on every upgrade would get a fresh
+ * Upgrades one person may make to each socket per minute in an Environment, whatever sessions they name. The runtime
+ * socket's session budget is keyed by the `session` of the query, which the client names, and the control channel's by
+ * its token's session, which a person makes (with its token) at will: a fresh session on every upgrade would get a fresh
  * budget (and push others' out of the bounded table), each attempt costing the sign-in query. The person (the token's
  * Environment and pairwise subject) is checked offline and cannot be minted without enrolling an account, and only one
  * page of theirs holds the lease the socket needs, so three sessions' worth leaves their other pages room.
@@ -302,6 +303,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   const runtimeUpgrade = upgradeBudgets('runtime socket', clock);
   const personUpgrade = upgradeBudgets('runtime socket', clock, "this person's", RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE);
   const controlUpgrade = upgradeBudgets('control channel', clock);
+  const controlPersonUpgrade = upgradeBudgets('control channel', clock, "this person's", RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE);
 
   const runtime = defineWebSocketEndpoint<RuntimeSocketUser, RuntimeClientMessage, RuntimeServerMessage>({
     path: RUNTIME_SOCKET_PATH,
@@ -439,6 +441,9 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
       if (origin !== claims.origin) {
         throw new HttpError(403, 'runtime_origin_mismatch', 'the control token is bound to another origin', { family: 'runtime' });
       }
+      // The person's too: a person makes sessions, and control tokens for them, at will. Theirs first, as on the
+      // runtime socket: a refused attempt then adds no key for the session.
+      controlPersonUpgrade(`${claims.environmentId} ${claims.actorId}`);
       controlUpgrade(claims.sessionId);
       // Online, like every Runtime call: without it the channel would be admitted from memory alone, after its
       // sign-in ended or while the stores cannot answer (then 503 runtime_coordination_unavailable: nobody admitted).

@@ -42,6 +42,11 @@ const UPGRADE_BUDGET =
   `(problem+json) with \`Retry-After: ${RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S}\`, before the sign-in is read. A page reconnecting ` +
   'after network blips, with any backoff, never meets it.';
 
+const PERSON_UPGRADE_BUDGET =
+  ` Whatever session is named, one person's upgrades of this channel are also limited to ` +
+  `${RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE} a minute, answered the same way (\`Retry-After: ` +
+  `${Math.ceil(60 / RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE)}\`).`;
+
 /**
  * The AsyncAPI 3.0.0 description of the Runtime plane's WebSockets, built from the same zod schemas that validate the
  * messages, so the document and the server cannot disagree.
@@ -94,9 +99,7 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           `set its maximum message size to it), so \`presence.list\` is answered a page of at most ${PRESENCE_PAGE_SIZE} ` +
           'members at a time: ask again with `after` set to the `next` of the page before until a page comes without it. ' +
           UPGRADE_BUDGET +
-          ` Whatever session is named, one person's upgrades of this socket are also limited to ` +
-          `${RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE} a minute, answered the same way (\`Retry-After: ` +
-          `${Math.ceil(60 / RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE)}\`).`,
+          PERSON_UPGRADE_BUDGET,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs([...Object.keys(runtimeIn), ...Object.keys(runtimeOut)]),
         bindings: {
@@ -125,7 +128,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           'used for presence or plugin APIs. One per session (a session ' +
           'is one page; each tab has its own): a newer channel of the session replaces the older, which closes ' +
           `${RuntimeCloseCode.replaced}. ` +
-          UPGRADE_BUDGET,
+          UPGRADE_BUDGET +
+          PERSON_UPGRADE_BUDGET,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs(Object.keys(controlOut)),
       },
