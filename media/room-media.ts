@@ -1,12 +1,12 @@
 import { EventEmitter } from 'node:events';
-import { errors, type types } from 'mediasoup';
+import type { types } from 'mediasoup';
 import type { Logger } from 'pino';
 import { TRANSPORTS_PER_DIRECTION } from './control/media-control.messages.js';
 import { clientRtpCapabilities, producerRtpParameters, ROOM_MEDIA_CODECS, type EncryptionMode } from './media-codecs.js';
 import { MediaError } from './media-error.js';
 import { PeerMedia, type PeerTransport, type TransportDirection } from './peer-media.js';
 import { RoomRouter } from './room-router.js';
-import type { MediaWorkerPool, WorkerLost } from './worker-pool.js';
+import { isWorkerLoss, type MediaWorkerPool, type WorkerLost } from './worker-pool.js';
 
 /** mediasoup's documented capacity of one worker (one CPU core): about 500 consumers. */
 export const DEFAULT_CONSUMER_BUDGET = 500;
@@ -739,11 +739,6 @@ function consumerParams(consumer: types.Consumer, producerId: string): ConsumerP
     producerPaused: consumer.producerPaused,
     paused: consumer.paused,
   };
-}
-
-/** mediasoup's word that the worker's channel closed under a request (the worker died): not the request's fault. */
-function isWorkerLoss(error: unknown): boolean {
-  return error instanceof errors.WorkerClosedError;
 }
 
 /**

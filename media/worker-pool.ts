@@ -45,6 +45,15 @@ export class MediaPoolClosedError extends Error {
 }
 
 /**
+ * Whether `error` is a worker's loss rather than a fault of the call: mediasoup's WorkerClosedError (the channel
+ * closed under the request as the worker died, or was closed when it was sent), or no live worker to take it while a
+ * dead one's replacement starts again (an open pool of none).
+ */
+export function isWorkerLoss(error: unknown, pool?: MediaWorkerPool): boolean {
+  return error instanceof mediasoup.errors.WorkerClosedError || (error instanceof MediaPoolClosedError && pool !== undefined && !pool.closed);
+}
+
+/**
  * This node's mediasoup workers. Rooms take routers from the least-loaded worker (see `PooledWorker` for the load
  * measure); a worker that dies is replaced by a fresh one and `onWorkerLost` listeners learn which rooms lost media.
  */

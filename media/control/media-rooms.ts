@@ -14,7 +14,7 @@ import { MediaError } from '../media-error.js';
 import { PUBLISH_SCOPE } from '../publisher-authority/publisher-authority.messages.js';
 import { assertServable, RoomMedia, type ProducerClosed } from '../room-media.js';
 import { screenEncodingHint } from '../screen-profile.js';
-import type { MediaWorkerPool } from '../worker-pool.js';
+import { isWorkerLoss, type MediaWorkerPool } from '../worker-pool.js';
 import { MEDIA_LIMITS, ROOM_STATE_INTERVAL_MS, type MediaV2ClientMessage, type MediaV2ServerMessage, type MediaSource, type RoomView } from './media-control.messages.js';
 import { MediaRequestError, type MediaConnection, type MediaRoomsPort } from './media-control.socket.js';
 import { roomStateMessages, type RoomStateMessage } from './room-state-pages.js';
@@ -597,8 +597,10 @@ export class MediaRooms implements MediaRoomsPort {
         ...(this.#deps.consumerBudget ? { consumerBudget: this.#deps.consumerBudget } : {}),
       });
     } catch (err) {
-      // No live worker to place the room on (the pool closed, or lost a worker it could not replace).
-      this.#deps.logger.error({ err, roomId: key }, 'media room could not be placed on a worker');
+      // No live worker to place the room on (the pool closed, or lost a worker it could not replace). A loss is logged
+      // once by the pool, as an error: a join it refuses is a warning, not another error for every attempt.
+      const level = isWorkerLoss(err, pool) ? 'warn' : 'error';
+      this.#deps.logger[level]({ err, roomId: key }, 'media room could not be placed on a worker');
       throw new MediaRequestError('media_unavailable', 'this node cannot host media right now');
     }
     const live: LiveRoom = {

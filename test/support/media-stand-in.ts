@@ -1,4 +1,4 @@
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import type { Test } from 'uvu';
 import type { ActorHost } from '../../actors/actor-host.js';
 import type { Clock } from '../../actors/clock.js';
@@ -75,6 +75,8 @@ export function standInRooms(options: {
   readonly callsPerPerson?: number;
   readonly authorizePublisher?: MediaRoomsDeps['authorizePublisher'];
   readonly beforeSend?: (event: { readonly type: string; readonly memberId?: string }) => Promise<void> | void;
+  /** Where MediaRooms logs; silent unless given. */
+  readonly logger?: Logger;
 }): { host: ActorHost; rooms: MediaRooms } {
   const { store, clock, pool, target, timerPollMs, callsPerPerson, beforeSend } = options;
   let rooms: MediaRooms | undefined;
@@ -98,7 +100,7 @@ export function standInRooms(options: {
     host: seen,
     clock,
     pool: async () => pool,
-    logger: pino({ level: 'silent' }),
+    logger: options.logger ?? pino({ level: 'silent' }),
     hostingTtlMs: 3_600_000,
     authorizePublisher: options.authorizePublisher ?? (async () => ({ allowed: true, reason: 'ok' })),
     target: async () => target,
