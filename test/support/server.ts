@@ -1,6 +1,7 @@
 import { loadConfig } from '../../server/config.js';
 import { createLogger } from '../../server/logger.js';
 import { startServer, type RunningServer, type ServerParts } from '../../server/server.js';
+import type { Logger } from 'pino';
 import type { Test } from 'uvu';
 import type { Clock } from '../../actors/clock.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
@@ -11,9 +12,11 @@ export async function startTestServer(
   parts: ServerParts = {},
   env: Record<string, string> = {},
   clock?: Clock,
+  /** The server's logger (e.g. captureLogs'), instead of one at TEST_LOG_LEVEL. */
+  logger?: Logger,
 ): Promise<RunningServer & { url: string; opsUrl: string }> {
   const config = loadConfig({ DATABASE_URL: databaseUrl, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', ...env });
-  const server = await startServer(config, parts, { logger: createLogger(process.env.TEST_LOG_LEVEL === 'debug' ? 'debug' : process.env.TEST_LOG_LEVEL === 'warn' ? 'warn' : 'silent'), ...(clock ? { clock } : {}) });
+  const server = await startServer(config, parts, { logger: logger ?? createLogger(process.env.TEST_LOG_LEVEL === 'debug' ? 'debug' : process.env.TEST_LOG_LEVEL === 'warn' ? 'warn' : 'silent'), ...(clock ? { clock } : {}) });
   return { ...server, url: `http://127.0.0.1:${server.port}`, opsUrl: `http://127.0.0.1:${server.opsPort}` };
 }
 
