@@ -37,6 +37,8 @@ export interface ActorHostOptions {
   readonly observer?: HostObserver;
   readonly commitLanes?: number;
   readonly maxBatchActors?: number;
+  /** How long a commit whose answer was lost waits for the store to say whether it landed (see CommitLanes). */
+  readonly landedAskMs?: number;
   /** Default for kinds that do not set their own. */
   readonly passivateAfterMs?: number;
   /** How often the store is asked for timers falling due (also how far ahead it looks). */
@@ -159,6 +161,7 @@ export class ActorHost {
       lanes: options.commitLanes ?? 2,
       maxBatchActors: options.maxBatchActors ?? 4_000,
       ...(options.observer ? { observer: options.observer } : {}),
+      ...(options.landedAskMs === undefined ? {} : { landedAskMs: options.landedAskMs }),
     });
   }
 

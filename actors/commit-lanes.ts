@@ -1,4 +1,5 @@
-import type { ActorStore, CommitEntry, JournalRecord, SnapshotWrite } from '../storage/actor-store.js';
+import { CommitNotSentError, type ActorStore, type CommitEntry, type JournalRecord, type SnapshotWrite } from '../storage/actor-store.js';
+import { isStorageOutage } from '../storage/outage.js';
 
 /** What a lane tells an activation about the writes it queued. */
 export interface CommitParticipant {
@@ -40,10 +41,14 @@ interface Pending {
 export class CommitLanes {
   readonly #lanes: CommitLane[];
 
-  constructor(store: ActorStore, options: { lanes: number; maxBatchActors: number; observer?: CommitObserver }) {
+  /**
+   * `landedAskMs`: how long a lane whose commit's answer was lost keeps asking the store which entries landed, while
+   * the store cannot say (LANDED_ASK_MS by default).
+   */
+  constructor(store: ActorStore, options: { lanes: number; maxBatchActors: number; observer?: CommitObserver; landedAskMs?: number }) {
     this.#lanes = Array.from(
       { length: Math.max(1, options.lanes) },
-      () => new CommitLane(store, options.maxBatchActors, options.observer),
+      () => new CommitLane(store, options.maxBatchActors, options.observer, options.landedAskMs ?? LANDED_ASK_MS),
     );
   }
 
@@ -68,6 +73,17 @@ export class CommitLanes {
   }
 }
 
+/**
+ * How long a lane asks again which entries of a commit whose answer was lost landed, while the store cannot answer
+ * that either. Failing those replies at once tells their senders to send again events that may be stored, which a
+ * retry then applies twice; a Postgres restart or a dropped connection is over within seconds, and the truth with it.
+ * Past this the replies fail as retryable (the known gap, now only for longer outages): the lane holds every other
+ * write of its actors meanwhile, and a shutdown waits for it.
+ */
+export const LANDED_ASK_MS = 10_000;
+const LANDED_FIRST_WAIT_MS = 100;
+const LANDED_LONGEST_WAIT_MS = 2_000;
+
 function snapshotAt(pending: Pending): SnapshotWrite {
   const snapshot = pending.participant.snapshotForCommit();
   // Every newer event of the actor would have joined this pending write, so its state is exactly this version.
@@ -81,14 +97,16 @@ class CommitLane {
   readonly #store: ActorStore;
   readonly #maxBatchActors: number;
   readonly #observer: CommitObserver | undefined;
+  readonly #landedAskMs: number;
   readonly #queued = new Map<CommitParticipant, Pending>();
   #inFlight = false;
   #scheduled = false;
 
-  constructor(store: ActorStore, maxBatchActors: number, observer: CommitObserver | undefined) {
+  constructor(store: ActorStore, maxBatchActors: number, observer: CommitObserver | undefined, landedAskMs: number) {
     this.#store = store;
     this.#maxBatchActors = maxBatchActors;
     this.#observer = observer;
+    this.#landedAskMs = landedAskMs;
   }
 
   get idle(): boolean {
@@ -171,17 +189,14 @@ class CommitLane {
         if (fenced.has(i)) p.participant.fenced();
         else p.participant.committed(p.version);
       });
-    } catch (error) {
+    } catch (thrown) {
       // A rejection may be a lost answer to a commit that applied (the connection broke after Postgres committed, the
       // client's query timeout fired while the commit waited for its flush): failing those replies would tell their
       // senders to send again events that are stored. The lane stays in flight while it asks, so no later write of
-      // these actors goes first; if the store cannot say, the writes count as failed, as before.
-      let landed: ReadonlySet<number> = new Set();
-      try {
-        landed = await this.#store.landed(entries);
-      } catch {
-        // Unreachable still: the commit's own error is the one reported.
-      }
+      // these actors goes first; if the store cannot say within LANDED_ASK_MS, the writes count as failed.
+      const notSent = thrown instanceof CommitNotSentError;
+      const error = notSent ? thrown.cause : thrown;
+      const landed = notSent ? new Set<number>() : await this.#whichLanded(entries);
       if (landed.size === 0) this.#observer?.batchFailed(batch.length, error);
       else {
         let events = 0;
@@ -196,4 +211,39 @@ class CommitLane {
     }
     if (this.#queued.size > 0) this.#schedule();
   }
+
+  /** `landed`, asked again with growing waits while the store is out, for `#landedAskMs` at most; none when it never says. */
+  async #whichLanded(entries: readonly CommitEntry[]): Promise<ReadonlySet<number>> {
+    const deadline = performance.now() + this.#landedAskMs;
+    for (let wait = LANDED_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, LANDED_LONGEST_WAIT_MS)) {
+      const left = deadline - performance.now();
+      // A store that does not answer at all (a silent host) would hold the lane for its query timeout, past the bound.
+      const answer = await within(this.#store.landed(entries), left);
+      if (answer.kind === 'answered') return answer.value;
+      // Anything but an outage (a fault of the statement) will not answer differently later.
+      if (answer.kind === 'failed' && !isStorageOutage(answer.error)) return new Set();
+      // The last question is asked at the bound, not given up one wait before it.
+      const pause = Math.min(wait, deadline - performance.now());
+      if (pause <= 0) return new Set();
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}
+
+type Settled<T> = { kind: 'answered'; value: T } | { kind: 'failed'; error: unknown } | { kind: 'late' };
+
+function within<T>(work: Promise<T>, ms: number): Promise<Settled<T>> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve({ kind: 'late' }), Math.max(0, ms));
+    work.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve({ kind: 'answered', value });
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        resolve({ kind: 'failed', error });
+      },
+    );
+  });
 }

@@ -12,7 +12,8 @@ export interface ActorStore {
    * newer than the entry's and the journal ends exactly at `baseVersion`; entries that fail that fence are left out
    * (with their journal and snapshot) and listed, by position, in `fenced`. The rest commit together or, on
    * error, not at all (the promise rejects), except that a rejection can also be a lost answer to a commit that
-   * applied (the connection broke after Postgres committed): `landed` tells which.
+   * applied (the connection broke after Postgres committed): `landed` tells which. A rejection with
+   * `CommitNotSentError` is one whose statement never left for the store: none of its entries landed.
    */
   commit(entries: readonly CommitEntry[]): Promise<CommitOutcome>;
   /**
@@ -150,3 +151,14 @@ export interface StoredActorRow {
 }
 
 export const actorId = (kind: string, key: string): string => `${kind}\u0000${key}`;
+
+/**
+ * A commit refused before its statement reached the store (no connection could be had: the store is down or
+ * unreachable). Nothing of it can have landed, so the host need not ask `landed`, and waiting for the store to answer
+ * that question would only delay the refusal. `cause` is the store's own error, the one the senders are told.
+ */
+export class CommitNotSentError extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the commit never reached the store', { cause });
+  }
+}

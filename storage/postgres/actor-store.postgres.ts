@@ -4,6 +4,7 @@ import type { Database } from '../database.js';
 import {
   type ActorStore,
   type CommitEntry,
+  CommitNotSentError,
   type CommitOutcome,
   type DueActor,
   type JournalEntry,
@@ -195,7 +196,23 @@ export class PostgresActorStore implements ActorStore {
     }
     // Named: parsed and planned once per connection. The plan does not depend on the batch's shape (set-returning
     // functions are estimated alike whatever their argument), so a cached plan is the one a fresh one would be.
-    const result = await this.#commits.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
+    // A connection first, apart from the statement: a commit that could not get one never left, and its lane can say
+    // so at once instead of asking an unreachable store what landed (CommitNotSentError).
+    let client: pg.PoolClient;
+    try {
+      client = await this.#commits.connect();
+    } catch (error) {
+      throw new CommitNotSentError(error);
+    }
+    let result: pg.QueryResult<{ position: string }>;
+    try {
+      result = await client.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
+    } catch (error) {
+      // As pg-pool's own `query` does: a connection whose statement failed is not reused (it may be broken).
+      client.release(error instanceof Error ? error : true);
+      throw error;
+    }
+    client.release();
     return { fenced: new Set(result.rows.map((r) => Number(r.position))) };
   }
 
