@@ -7,10 +7,11 @@ import { InProcessOwnership } from '../actors/ownership.js';
 import type { ActorStore } from '../storage/actor-store.js';
 import { connectStorage, type StorageConnection } from '../storage/connect.js';
 import { claimDatabase } from '../storage/database-owner.js';
-import { startEmbeddedPostgres, type RunningPostgres } from '../storage/embedded-postgres.js';
+import type { RunningPostgres } from '../storage/embedded-postgres.js';
 import { migrateDatabase } from '../storage/migrate.js';
 import { PostgresActorStore } from '../storage/postgres/actor-store.postgres.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { superviseEmbeddedPostgres } from './embedded-supervisor.js';
 import { PostgresIdempotencyStore } from '../storage/postgres/idempotency-store.postgres.js';
 import { ActorRetirement } from '../storage/postgres/actor-retirement.js';
 import { JournalRetention } from '../storage/postgres/journal-retention.js';
@@ -350,14 +351,14 @@ export async function startServer(
 
 async function startEmbedded(config: Config, logger: Logger): Promise<{ postgres: RunningPostgres; url: string }> {
   const pgLog = logger.child({ component: 'embedded-postgres' });
-  const postgres = await startEmbeddedPostgres({
+  const postgres = await superviseEmbeddedPostgres({
     directory: path.join(config.dataDir, 'postgres'),
     // Ctrl-C or a group kill must not stop Postgres under the drain; the server stops it itself on every way out.
     ownProcessGroup: true,
     onLog: (line) => {
       if (line) pgLog.debug({ line }, 'postgres');
     },
-  });
+  }, pgLog);
   const admin = new pg.Client({ connectionString: postgres.connectionString });
   await admin.connect();
   try {

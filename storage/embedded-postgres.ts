@@ -27,6 +27,8 @@ export interface RunningPostgres {
   readonly connectionString: string;
   /** Connection string to another database of the same cluster. */
   urlFor(database: string): string;
+  /** Settles when the postmaster has exited, asked to or not (killed, crashed). */
+  readonly exited: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -99,9 +101,11 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   };
   process.on('exit', stopOnExit);
   let stopped: Promise<void> | undefined;
+  const exited = child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {
     connectionString: urlFor('postgres'),
     urlFor,
+    exited,
     stop: () =>
       (stopped ??= stopChild(child).finally(() => process.off('exit', stopOnExit))),
   };

@@ -1,11 +1,13 @@
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { runToExit, spawnServer, type ServerProcess } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 import { STORAGE_CHECK_FRESH_MS } from '../../transport/http/routes/status.routes.js';
+import { startEmbeddedPostgres } from '../../storage/embedded-postgres.js';
 
 /**
  * The real server as a separate process on the embedded default (its own Postgres under DATA_DIR): what a newcomer
@@ -179,11 +181,15 @@ test('SIGTERM drains: in-flight requests finish, later ones are refused, exit 0,
 });
 
 test('GET /ready answers 503 (and /v1/status says why) when Postgres stops answering', async () => {
-  const server = await spawnServer(ENTRY, { DATA_DIR: dataDir });
+  // A Postgres of the test's own (DATABASE_URL), which stays down: the server starts its embedded one again at once.
+  const postgres = await startEmbeddedPostgres({ directory: path.join(dataDir, 'external') });
+  const admin = new pg.Client({ connectionString: postgres.connectionString });
+  await admin.connect();
+  await admin.query('CREATE DATABASE registry').finally(() => admin.end());
+  const server = await spawnServer(ENTRY, { DATA_DIR: dataDir, DATABASE_URL: postgres.urlFor('registry') });
   try {
     assert.is((await fetch(`${server.url}/ready`)).status, 200);
-    const pid = Number((await readFile(path.join(dataDir, 'postgres', 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
-    process.kill(pid, 'SIGKILL');
+    await postgres.stop();
     // The last check's answer is reused for up to STORAGE_CHECK_FRESH_MS.
     await new Promise((r) => setTimeout(r, STORAGE_CHECK_FRESH_MS + 300));
     const ready = await fetch(`${server.url}/ready`).catch((error: unknown) => {
@@ -212,6 +218,7 @@ test('GET /ready answers 503 (and /v1/status says why) when Postgres stops answe
   } finally {
     server.child.kill('SIGTERM');
     await server.exited;
+    await postgres.stop();
   }
 });
 
