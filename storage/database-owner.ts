@@ -11,6 +11,18 @@ const RECLAIM_EVERY_MS = 2_000;
  */
 export const OWNER_SILENCE_LIMIT_MS = 30_000;
 const HEARTBEAT_MS = 5_000;
+/**
+ * A heartbeat unanswered this long counts as a lost connection. One that went silent without closing (a middlebox
+ * dropped its state, a half-open connection) would otherwise keep the server thinking it owns the database until TCP
+ * gave up on it, about 15 minutes, while Postgres ends the session, and the lock, after OWNER_SILENCE_LIMIT_MS.
+ */
+const HEARTBEAT_ANSWER_MS = 10_000;
+
+/** The session holding the lock, known by pid and start: a pid alone may be another session's by now. */
+interface OwnerSession {
+  readonly pid: number;
+  readonly startedAt: string;
+}
 
 export interface DatabaseOwnerLog {
   warn(details: Record<string, unknown>, message: string): void;
@@ -29,34 +41,49 @@ export interface DatabaseOwnerLog {
  * back and finds another server holding the lock, `taken` is called (once): the server must stop, not serve beside it.
  */
 export async function claimDatabase(connectionString: string, log: DatabaseOwnerLog, taken?: () => void): Promise<() => Promise<void>> {
-  let client = await lockingClient(connectionString);
-  if (!client) {
+  const first = await lockingClient(connectionString);
+  if (first.kind !== 'held') {
     throw new Error('another server holds this database (single-node mode allows one); stop it first, or give this one its own database');
   }
+  let client: pg.Client | undefined = first.client;
+  /** The session of a connection lost from this side, which Postgres may not have ended yet (it holds the lock). */
+  let lingering: OwnerSession | undefined;
   let released = false;
   let retry: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
+  let silence: NodeJS.Timeout | undefined;
 
-  const watch = (held: pg.Client): void => {
+  const watch = (held: pg.Client, session: OwnerSession): void => {
     const lost = (err?: Error): void => {
       if (released || client !== held) return;
       client = undefined;
+      lingering = session;
       clearInterval(heartbeat);
+      clearTimeout(silence);
       held.end().catch(() => {});
       log.warn({ err }, 'the connection holding database ownership was lost; claiming it again');
       reclaim();
     };
     held.on('error', lost);
     held.on('end', () => lost());
-    // A failed heartbeat ends the connection too ('error', 'end'), which is what claims the lock again. One at a time:
-    // a connection that stopped answering must not pile them up.
+    // A failed heartbeat ends the connection too ('error', 'end'), which is what claims the lock again; an unanswered
+    // one is a loss as well (HEARTBEAT_ANSWER_MS). One at a time: a connection that stopped answering must not pile
+    // them up.
     let beating = false;
     heartbeat = setInterval(() => {
       if (beating) return;
       beating = true;
+      silence = setTimeout(() => lost(new Error(`the owner's connection left a heartbeat unanswered for ${HEARTBEAT_ANSWER_MS} ms`)), HEARTBEAT_ANSWER_MS);
+      silence.unref();
       held.query('SELECT 1').then(
-        () => void (beating = false),
-        () => void (beating = false),
+        () => {
+          clearTimeout(silence);
+          beating = false;
+        },
+        () => {
+          clearTimeout(silence);
+          beating = false;
+        },
       );
     }, HEARTBEAT_MS);
     heartbeat.unref();
@@ -64,15 +91,17 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
 
   const reclaim = (): void => {
     retry = setTimeout(() => {
-      lockingClient(connectionString).then(
-        (fresh) => {
-          if (released) return void fresh?.end().catch(() => {});
-          if (fresh) {
-            client = fresh;
-            watch(fresh);
+      lockingClient(connectionString, lingering).then(
+        (claim) => {
+          if (released) return void (claim.kind === 'held' && claim.client.end().catch(() => {}));
+          if (claim.kind === 'held') {
+            client = claim.client;
+            lingering = undefined;
+            watch(claim.client, claim.session);
             log.info({}, 'database ownership claimed again');
             return;
           }
+          if (claim.kind === 'own session ended') return reclaim();
           log.error({}, 'another server holds this database now; this one must stop (single-node mode allows one)');
           if (taken && !released) {
             released = true;
@@ -87,19 +116,26 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
     retry.unref();
   };
 
-  watch(client);
+  watch(first.client, first.session);
   return async () => {
     released = true;
     clearTimeout(retry);
     clearInterval(heartbeat);
+    clearTimeout(silence);
     const held = client;
     client = undefined;
     await held?.end().catch(() => {});
   };
 }
 
-/** A connected client holding the lock, or undefined when another session holds it. */
-async function lockingClient(connectionString: string): Promise<pg.Client | undefined> {
+type Claim =
+  | { readonly kind: 'held'; readonly client: pg.Client; readonly session: OwnerSession }
+  /** `lingering`, this server's own earlier session, still held the lock: it was ended, and the lock is free soon. */
+  | { readonly kind: 'own session ended' }
+  | { readonly kind: 'taken' };
+
+/** A connected client holding the lock, or who holds it instead. */
+async function lockingClient(connectionString: string, lingering?: OwnerSession): Promise<Claim> {
   // Keepalive: a half-open connection (the database's host gone without a word) must end, so the lock is claimed again.
   const client = new pg.Client({ connectionString, application_name: 'registry-coordination/owner', keepAlive: true });
   client.on('error', () => {});
@@ -107,12 +143,21 @@ async function lockingClient(connectionString: string): Promise<pg.Client | unde
   try {
     // PostgreSQL 14 and later; an older one keeps the lock of a silent owner until TCP keepalive ends its connection.
     await client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`).catch(() => {});
-    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1::int8) AS locked', [SINGLE_NODE_LOCK.toString()]);
-    if (rows[0]?.locked) return client;
+    const { rows } = await client.query<{ locked: boolean; pid: number; started_at: string }>(
+      'SELECT pg_try_advisory_lock($1::int8) AS locked, pid, backend_start::text AS started_at FROM pg_stat_activity WHERE pid = pg_backend_pid()',
+      [SINGLE_NODE_LOCK.toString()],
+    );
+    const row = rows[0];
+    if (row?.locked) return { kind: 'held', client, session: { pid: row.pid, startedAt: row.started_at } };
+    // A session-level lock is held until its session ends: while this server's earlier session still exists, it is
+    // the holder, not another server. Its connection is lost to this side, so it is ended here (same role).
+    const own = lingering
+      ? await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt])
+      : undefined;
+    await client.end().catch(() => {});
+    return own && own.rows.length > 0 ? { kind: 'own session ended' } : { kind: 'taken' };
   } catch (error) {
     await client.end().catch(() => {});
     throw error;
   }
-  await client.end().catch(() => {});
-  return undefined;
 }

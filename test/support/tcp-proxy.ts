@@ -10,22 +10,32 @@ export interface TcpProxy {
   cut(): Promise<void>;
   /** Accepts again, on the same port. */
   restore(): Promise<void>;
+  /**
+   * The open connections go silent, both ways, without closing (a black hole: a middlebox that lost their state, a
+   * half-open connection); new connections pass as before.
+   */
+  stall(): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
+  const pairs = new Set<{ readonly client: Socket; readonly upstream: Socket; stalled: boolean }>();
   const listen = async (port: number): Promise<Server> => {
     const server = createServer((client) => {
       const upstream = connect(targetPort, targetHost);
+      const pair = { client, upstream, stalled: false };
+      pairs.add(pair);
       for (const s of [client, upstream]) {
         sockets.add(s);
         s.on('close', () => sockets.delete(s));
         s.on('error', () => {});
       }
       client.pipe(upstream).pipe(client);
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
+      client.on('close', () => pairs.delete(pair));
+      // A stalled connection's end is not passed on either: the other side hears nothing.
+      client.on('close', () => pair.stalled || upstream.destroy());
+      upstream.on('close', () => pair.stalled || client.destroy());
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -46,6 +56,16 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     cut: stop,
     restore: async () => {
       server ??= await listen(port);
+    },
+    stall: () => {
+      for (const pair of pairs) {
+        pair.stalled = true;
+        pair.client.unpipe(pair.upstream);
+        pair.upstream.unpipe(pair.client);
+        pair.client.pause();
+        pair.upstream.pause();
+      }
+      pairs.clear();
     },
     close: stop,
   };
