@@ -17,6 +17,8 @@ const HEARTBEAT_MS = 5_000;
  * gave up on it, about 15 minutes, while Postgres ends the session, and the lock, after OWNER_SILENCE_LIMIT_MS.
  */
 const HEARTBEAT_ANSWER_MS = 10_000;
+/** How long opening the owner's connection may take, as for the pools' connections (storage/connect.ts). */
+const CLAIM_CONNECT_MS = 5_000;
 
 /** The session holding the lock, known by pid and start: a pid alone may be another session's by now. */
 interface OwnerSession {
@@ -137,27 +139,47 @@ type Claim =
 /** A connected client holding the lock, or who holds it instead. */
 async function lockingClient(connectionString: string, lingering?: OwnerSession): Promise<Claim> {
   // Keepalive: a half-open connection (the database's host gone without a word) must end, so the lock is claimed again.
-  const client = new pg.Client({ connectionString, application_name: 'registry-coordination/owner', keepAlive: true });
+  // Bounded like the heartbeat: a claim that met a Postgres accepting connections and answering nothing (a balancer in
+  // front of a dead primary, a black-holed route) waited, and with it every later claim, until TCP gave up (hours).
+  const client = new pg.Client({ connectionString, application_name: 'registry-coordination/owner', keepAlive: true, connectionTimeoutMillis: CLAIM_CONNECT_MS });
   client.on('error', () => {});
   await client.connect();
   try {
     // PostgreSQL 14 and later; an older one keeps the lock of a silent owner until TCP keepalive ends its connection.
-    await client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`).catch(() => {});
-    const { rows } = await client.query<{ locked: boolean; pid: number; started_at: string }>(
+    await answered(client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`)).catch((error: unknown) => {
+      if (error instanceof UnansweredError) throw error;
+    });
+    const { rows } = await answered(client.query<{ locked: boolean; pid: number; started_at: string }>(
       'SELECT pg_try_advisory_lock($1::int8) AS locked, pid, backend_start::text AS started_at FROM pg_stat_activity WHERE pid = pg_backend_pid()',
       [SINGLE_NODE_LOCK.toString()],
-    );
+    ));
     const row = rows[0];
     if (row?.locked) return { kind: 'held', client, session: { pid: row.pid, startedAt: row.started_at } };
     // A session-level lock is held until its session ends: while this server's earlier session still exists, it is
     // the holder, not another server. Its connection is lost to this side, so it is ended here (same role).
     const own = lingering
-      ? await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt])
+      ? await answered(client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt]))
       : undefined;
     await client.end().catch(() => {});
     return own && own.rows.length > 0 ? { kind: 'own session ended' } : { kind: 'taken' };
   } catch (error) {
-    await client.end().catch(() => {});
+    // Not awaited: a connection that answers nothing may never finish saying goodbye either.
+    client.end().catch(() => {});
     throw error;
+  }
+}
+
+class UnansweredError extends Error {}
+
+/** `work`, or a rejection once Postgres has left it unanswered for HEARTBEAT_ANSWER_MS. */
+async function answered<T>(work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const silent = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new UnansweredError(`Postgres left a claim of database ownership unanswered for ${HEARTBEAT_ANSWER_MS} ms`)), HEARTBEAT_ANSWER_MS);
+  });
+  try {
+    return await Promise.race([work, silent]);
+  } finally {
+    clearTimeout(timer);
   }
 }

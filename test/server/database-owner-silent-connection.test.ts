@@ -57,4 +57,27 @@ test('an owner whose connection went silent claims the database again; no other 
   await (await waitFor(() => claimDatabase(db.url, { warn: () => {}, error: () => {}, info: () => {} }).catch(() => undefined), 'the database free'))();
 });
 
+test('a claim that meets a silent Postgres gives up and tries again: ownership is claimed once Postgres answers', async () => {
+  const logged: string[] = [];
+  const log = { warn: (_: unknown, m: string) => void logged.push(`warn ${m}`), error: (_: unknown, m: string) => void logged.push(`error ${m}`), info: (_: unknown, m: string) => void logged.push(`info ${m}`) };
+  const release = await claimDatabase(proxiedUrl, log);
+  try {
+    // New connections now reach something that accepts them and never answers (a balancer in front of a dead
+    // primary); the owner's own session is ended, so it must claim again through them.
+    proxy.blackHoleNew(true);
+    await db.connection.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'registry-coordination/owner' AND datname = current_database()");
+    await waitFor(() => logged.some((l) => l.startsWith('warn the connection holding database ownership was lost')), 'the loss noticed');
+    await new Promise((r) => setTimeout(r, 5_000));
+    proxy.blackHoleNew(false);
+    await waitFor(() => logged.includes('info database ownership claimed again'), 'the claim taken back once Postgres answers', 30_000);
+    await rejects(
+      () => claimDatabase(db.url, { warn: () => {}, error: () => {}, info: () => {} }),
+      (error) => error instanceof Error && /another server holds this database/.test(error.message),
+    );
+  } finally {
+    proxy.blackHoleNew(false);
+    await release();
+  }
+});
+
 test.run();

@@ -15,14 +15,24 @@ export interface TcpProxy {
    * half-open connection); new connections pass as before.
    */
   stall(): void;
+  /** While on, new connections are accepted and then hear nothing, and nothing they send is passed on. */
+  blackHoleNew(on: boolean): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
+  let blackHoling = false;
   const pairs = new Set<{ readonly client: Socket; readonly upstream: Socket; stalled: boolean }>();
   const listen = async (port: number): Promise<Server> => {
     const server = createServer((client) => {
+      if (blackHoling) {
+        sockets.add(client);
+        client.on('close', () => sockets.delete(client));
+        client.on('error', () => {});
+        client.pause();
+        return;
+      }
       const upstream = connect(targetPort, targetHost);
       const pair = { client, upstream, stalled: false };
       pairs.add(pair);
@@ -66,6 +76,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
         pair.upstream.pause();
       }
       pairs.clear();
+    },
+    blackHoleNew: (on) => {
+      blackHoling = on;
     },
     close: stop,
   };
