@@ -1,4 +1,4 @@
-import { CommitNotSentError, type ActorStore, type CommitEntry, type JournalRecord, type SnapshotWrite } from '../storage/actor-store.js';
+import { CommitNotSentError, CommitStillRunningError, type ActorStore, type CommitEntry, type JournalRecord, type SnapshotWrite } from '../storage/actor-store.js';
 import { isStorageOutage } from '../storage/outage.js';
 
 /** What a lane tells an activation about the writes it queued. */
@@ -220,8 +220,8 @@ class CommitLane {
       // A store that does not answer at all (a silent host) would hold the lane for its query timeout, past the bound.
       const answer = await within(this.#store.landed(entries), left);
       if (answer.kind === 'answered') return answer.value;
-      // Anything but an outage (a fault of the statement) will not answer differently later.
-      if (answer.kind === 'failed' && !isStorageOutage(answer.error)) return new Set();
+      // Anything but an outage or a commit still running (a fault of the statement) will not answer differently later.
+      if (answer.kind === 'failed' && !isStorageOutage(answer.error) && !(answer.error instanceof CommitStillRunningError)) return new Set();
       // The last question is asked at the bound, not given up one wait before it.
       const pause = Math.min(wait, deadline - performance.now());
       if (pause <= 0) return new Set();

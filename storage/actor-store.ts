@@ -20,6 +20,8 @@ export interface ActorStore {
    * Positions in `entries` (a batch whose `commit` rejected) of the entries the store holds: their journal segment is
    * stored at their first version, under their epoch and ending at their last version. An activation's segment is the
    * only one that can match (an epoch is granted to one activation, and one that sent writes is never granted again).
+   * Rejects with `CommitStillRunningError` while the store is still running that commit (its answer was lost, its
+   * statement goes on): the answer would not be final.
    */
   landed(entries: readonly CommitEntry[]): Promise<ReadonlySet<number>>;
   readJournal(kind: string, key: string, options: JournalQuery): Promise<readonly JournalEntry[]>;
@@ -160,5 +162,12 @@ export const actorId = (kind: string, key: string): string => `${kind}\u0000${ke
 export class CommitNotSentError extends Error {
   constructor(override readonly cause: unknown) {
     super('the commit never reached the store', { cause });
+  }
+}
+
+/** `landed` cannot answer yet: the commit asked about still runs in the store, and may yet land. */
+export class CommitStillRunningError extends Error {
+  constructor(readonly backend: number) {
+    super(`the commit is still running (backend ${backend})`);
   }
 }

@@ -6,6 +6,7 @@ import {
   type CommitEntry,
   CommitNotSentError,
   type CommitOutcome,
+  CommitStillRunningError,
   type DueActor,
   type JournalEntry,
   type JournalQuery,
@@ -104,6 +105,8 @@ export class PostgresActorStore implements ActorStore {
   readonly #pool: pg.Pool;
   readonly #commits: pg.Pool;
   readonly #loads: pg.Pool;
+  /** The backend of each failed commit, by the batch's entries (what `landed` is asked about). */
+  readonly #answerLost = new WeakMap<readonly CommitEntry[], number>();
 
   /**
    * `commitPool`: connections of the group commits alone (one per commit lane is enough: a lane has one batch in
@@ -208,6 +211,10 @@ export class PostgresActorStore implements ActorStore {
     try {
       result = await client.query<{ position: string }>({ name: 'actor_commit_batch', text: COMMIT_BATCH, values: [JSON.stringify(input)] });
     } catch (error) {
+      // The backend may still be running the statement after its answer was lost (a cut connection, the client's query
+      // timeout): `landed` must not answer before it has ended.
+      const pid = (client as { processID?: number }).processID;
+      if (pid !== undefined) this.#answerLost.set(entries, pid);
       // As pg-pool's own `query` does: a connection whose statement failed is not reused (it may be broken).
       client.release(error instanceof Error ? error : true);
       throw error;
@@ -218,6 +225,14 @@ export class PostgresActorStore implements ActorStore {
 
   async landed(entries: readonly CommitEntry[]): Promise<ReadonlySet<number>> {
     if (entries.length === 0) return new Set();
+    const pid = this.#answerLost.get(entries);
+    if (pid !== undefined) {
+      // Read while the commit still runs, its entries would look absent and then land: its senders, told to retry,
+      // would apply them twice. A pid reused since by another statement only makes the lane wait out its bound.
+      const running = await this.#commits.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'", [pid]);
+      if (running.rows.length > 0) throw new CommitStillRunningError(pid);
+      this.#answerLost.delete(entries);
+    }
     const input = entries.map((e) => ({ kind: e.kind, key: e.key, first: e.baseVersion + 1, last: e.baseVersion + e.journal.length, epoch: e.epoch }));
     // On the commits' own pool, like the commit it asks about. A scalar subquery per entry: a primary-key probe each.
     const result = await this.#commits.query<{ position: string }>({

@@ -95,6 +95,38 @@ test('an outage longer than the asking fails the replies retryably once the boun
   assert.is((await store.load('counter', 'long-outage'))?.version, 2);
 });
 
+test('a commit whose connection was cut while its statement still runs is not judged before it ends: its sender hears it landed', async () => {
+  const host = hostFor(store, systemClock, [counterKind], { commitLanes: 1 });
+  const locker = await db.connection.pool.connect();
+  try {
+    assert.is((await host.send('counter', 'still-running', add(1))).version, 1);
+    // The next commit waits for this lock (reads of the journal do not), as one waits for a slow flush or a lock.
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE actor_journal IN EXCLUSIVE MODE');
+    const reply = host.send('counter', 'still-running', add(10)).then(
+      (r) => r.version,
+      (e: unknown) => String(e),
+    );
+    await waitFor(
+      async () => (await db.connection.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows.length > 0,
+      'the commit to wait for the lock',
+    );
+    // Its answer is lost; Postgres runs on, and the statement with it.
+    await proxy.cut();
+    await proxy.restore();
+    await new Promise((r) => setTimeout(r, 1_000));
+    await locker.query('COMMIT');
+    assert.is(await reply, 2, 'the event that landed is acknowledged, not refused as retryable');
+    const next = await host.send('counter', 'still-running', add(100));
+    assert.is(next.version, 3);
+    assert.is(totalOf(next.snapshot), 111);
+  } finally {
+    await locker.query('ROLLBACK').catch(() => {});
+    locker.release();
+    await host.drain();
+  }
+});
+
 test('a commit that could not reach Postgres at all is refused at once, without waiting for an answer', async () => {
   const host = hostFor(store, systemClock, [counterKind], { commitLanes: 1 });
   await host.send('counter', 'never-sent', add(1));
