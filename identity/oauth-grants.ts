@@ -185,8 +185,11 @@ WITH input AS MATERIALIZED (
   -- so it either waits for this exchange and then revokes the grant it made, or this exchange waits for the logout
   -- and finds them revoked. Without the hold, a grant made while a logout ran was missed by it.
   -- In id order, as the logout takes them: a batch holding codes of two sessions of one browser cannot deadlock with it.
-  SELECT s.id FROM browser_sessions s
-   WHERE s.id IN (SELECT c.session_id FROM oauth_codes c JOIN input ON c.code_hash = input.code_hash) AND s.revoked_at IS NULL
+  -- Found by key and held whether live or not; \`consumed\` reads revoked_at from here. With \`revoked_at IS NULL\` in
+  -- this WHERE, Postgres at times read them through the partial index of live sessions instead, all of it, whenever
+  -- the statistics said few were live (after a wave of logouts): test/identity/token-exchange-plan.test.ts.
+  SELECT s.id, s.revoked_at FROM browser_sessions s
+   WHERE s.id IN (SELECT c.session_id FROM oauth_codes c JOIN input ON c.code_hash = input.code_hash)
    ORDER BY s.id
    FOR SHARE OF s
 ), consumed AS (
@@ -194,7 +197,7 @@ WITH input AS MATERIALIZED (
   FROM input
   WHERE c.code_hash = input.code_hash AND c.used_at IS NULL AND c.client_id = input.client_id
     AND c.redirect_uri = input.redirect_uri AND c.code_challenge = input.code_challenge AND c.expires_at > input.at
-    AND (c.session_id IS NULL OR c.session_id IN (SELECT id FROM sessions))
+    AND (c.session_id IS NULL OR c.session_id IN (SELECT id FROM sessions WHERE revoked_at IS NULL))
   RETURNING input.grant_id, input.kind, input.client_id, input.environment_id, input.refresh_hash, input.at,
     input.grant_expires_at, c.scopes, c.nonce, c.account_id, c.account_epoch, c.browser_id, c.auth_time
 ), grant_rows AS (
@@ -234,9 +237,12 @@ WITH input AS (
    ORDER BY input.token_hash
 ), spent AS (
   UPDATE oauth_refresh_tokens t SET used_at = found.at
-  FROM found JOIN oauth_grants g ON g.id = found.grant_id
+  FROM found
   WHERE t.token_hash = found.token_hash AND t.used_at IS NULL
-    AND g.client_id = found.client_id AND g.revoked_at IS NULL AND g.expires_at > found.at
+    -- The grant read by a scalar subquery on its key, always a primary-key probe. Joined with \`revoked_at IS NULL\`, it
+    -- was at times read through the partial index of live grants, all of it for every token, whenever the statistics
+    -- said few sign-ins were live (after a wave of sign-outs): test/identity/token-rotation-plan.test.ts.
+    AND (SELECT g.client_id = found.client_id AND g.revoked_at IS NULL AND g.expires_at > found.at FROM oauth_grants g WHERE g.id = found.grant_id)
   RETURNING t.token_hash, t.grant_id, t.generation, found.next_hash, found.at
 ), stored AS (
   INSERT INTO oauth_refresh_tokens (token_hash, grant_id, generation, created_at)
@@ -258,10 +264,12 @@ SELECT g.*, spent.next_hash FROM spent JOIN oauth_grants g ON g.id = spent.grant
  */
 const RETRY_WITHIN_GRACE = `
 WITH presented AS MATERIALIZED (
-  SELECT t.grant_id, t.generation FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+  -- The grant by a scalar subquery on its key, as in ROTATE_REFRESH_TOKENS.
+  SELECT t.grant_id, t.generation FROM oauth_refresh_tokens t
    WHERE t.token_hash = $1 AND t.used_at > $5::timestamptz AND t.superseded_at IS NULL
-     AND g.client_id = $3 AND g.revoked_at IS NULL AND g.expires_at > $4::timestamptz
-     AND ($6::jsonb IS NULL OR (g.scopes @> $6::jsonb AND $6::jsonb @> g.scopes))
+     AND (SELECT g.client_id = $3 AND g.revoked_at IS NULL AND g.expires_at > $4::timestamptz
+                 AND ($6::jsonb IS NULL OR (g.scopes @> $6::jsonb AND $6::jsonb @> g.scopes))
+            FROM oauth_grants g WHERE g.id = t.grant_id)
 ), superseded AS (
   UPDATE oauth_refresh_tokens s SET used_at = $4::timestamptz, superseded_at = $4::timestamptz
   FROM presented p
@@ -496,16 +504,16 @@ export class OAuthGrants {
       // Checked before the rotation, which would spend the token: a refused scope must leave the client its token.
       // A grant's scopes never change, so reading them apart from the rotation races with nothing. A token that is
       // unknown, spent or of an ended sign-in is left to the rotation, which names that (and revokes on reuse).
-      const live = await db
+      // The grant's state is checked here rather than in SQL: with `revoked_at IS NULL` in the statement Postgres may
+      // read the grant through the partial index of live grants instead of its key (see ROTATE_REFRESH_TOKENS).
+      const found = await db
         .selectFrom('oauth_refresh_tokens as t')
         .innerJoin('oauth_grants as g', 'g.id', 't.grant_id')
-        .select('g.scopes')
+        .select(['g.scopes', 'g.client_id', 'g.revoked_at', 'g.expires_at'])
         .where('t.token_hash', '=', hash)
         .where('t.used_at', 'is', null)
-        .where('g.client_id', '=', input.client.clientId)
-        .where('g.revoked_at', 'is', null)
-        .where('g.expires_at', '>', new Date(now))
         .executeTakeFirst();
+      const live = found && found.client_id === input.client.clientId && found.revoked_at === null && found.expires_at.getTime() > now ? found : undefined;
       if (live) {
         const beyond = requested.filter((scope) => !live.scopes.includes(scope));
         if (beyond.length > 0) {

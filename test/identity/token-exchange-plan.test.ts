@@ -67,4 +67,30 @@ test("the count of an account's live CLI sign-ins reads the partial index of liv
   assert.equal([...new Set(indexes)], ['oauth_grants_live_by_account'], JSON.stringify(plan));
 });
 
+test('after statistics that saw every page session ended, a batch of exchanges probes each authorizing session by its key', async () => {
+  const q = db.connection.db;
+  const sessions = (from: number, count: number, revoked: boolean) => sql`
+    INSERT INTO browser_sessions (id, kind, secret_hash, browser_id, account_id, account_epoch, created_at, expires_at, revoked_at)
+    SELECT 'ses' || g, 'page', 'h' || g, 'brw' || g, 'acc' || (g % 1000), 1, now(), now() + interval '12 hours',
+           ${revoked ? sql`now()` : sql`NULL`}
+      FROM generate_series(${from}::int, ${from + count - 1}::int) g`;
+  // Every page session ended when ANALYZE looked (a wave of logouts); then new ones nobody has analysed yet.
+  await sessions(1, 20_000, true).execute(q);
+  await sql`ANALYZE browser_sessions`.execute(q);
+  await sessions(20_001, 6_000, false).execute(q);
+  await sql`
+    INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, scopes, account_id, account_epoch, browser_id,
+                             session_id, auth_time, expires_at)
+    SELECT 's' || g, 'cli', 'http://127.0.0.1/cb', 'x', '[]'::jsonb, 'acc', 1, 'brw' || g, 'ses' || g, now(), now() + interval '1 minute'
+      FROM generate_series(20001, 26000) g`.execute(q);
+  const batch = Array.from({ length: 64 }, (_, i) => `s${20_001 + i * 7}`);
+  const at = new Date().toISOString();
+  const column = <T>(value: T): T[] => batch.map(() => value);
+  const params = [batch, batch.map((_, i) => `grt_s${i}`), column('cli'), column('cli'), column(null), column('http://127.0.0.1/cb'), column('x'), column(null), column(at), column(at)];
+  const nodes = [...planNodes(await explain(db.connection.pool, EXCHANGE_CODES, params))];
+  const indexes = nodes.map((n) => n['Index Name']).filter((name): name is string => typeof name === 'string' && name.startsWith('browser_sessions'));
+  assert.ok(indexes.length >= 1, JSON.stringify(nodes[0]));
+  assert.equal([...new Set(indexes)], ['browser_sessions_pkey'], JSON.stringify(nodes[0]));
+});
+
 test.run();
