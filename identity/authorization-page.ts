@@ -21,9 +21,20 @@ function page(title: string, body: string, error?: PageError): string {
 </head><body><h1>${escape(title)}</h1>${body}${footer}</body></html>`;
 }
 
+/**
+ * The CSP source of the client the consent form's answer redirects to (form-action also governs that redirect): its
+ * origin, except for an IPv6 literal, which a CSP host-source cannot spell (its grammar has no brackets or colons):
+ * a browser drops `http://[::1]:port` from the list and then blocks the redirect to the CLI's loopback listener. Such
+ * a redirect URI is the loopback one (`http://[::1]:port/…`), so the source is its scheme and port on any host.
+ */
+function formTargetSource(target: string): string {
+  const url = new URL(target);
+  return url.hostname.startsWith('[') ? `${url.protocol}//*:${url.port || '80'}` : url.origin;
+}
+
 /** Headers of every authorization page: not framable (no clickjacking of the consent), forms only to us and the client. */
 export function pageHeaders(formTarget?: string): Record<string, string> {
-  const formAction = formTarget ? `'self' ${new URL(formTarget).origin}` : `'self'`;
+  const formAction = formTarget ? `'self' ${formTargetSource(formTarget)}` : `'self'`;
   return {
     'content-security-policy': `default-src 'none'; style-src 'unsafe-inline'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
     'x-frame-options': 'DENY',
