@@ -193,10 +193,21 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   };
 }
 
-/** The redirect back to the client: `code` or `error`, with `state` and the issuer (RFC 9207) either way. */
+/**
+ * The redirect back to the client: `code` or `error`, with `state` and the issuer (RFC 9207) either way, added to the
+ * redirect URI's own query, which is kept as registered (RFC 6749 3.1.2: it "MUST be retained"). Re-serialised by
+ * URLSearchParams it was not: `a%20b` came back as `a+b` (which decodeURIComponent reads as a plus) and `flag` as
+ * `flag=`. A parameter of the registered query named like one of ours gives way to ours, as before.
+ */
 export function redirectBack(redirectUri: string, issuer: string, values: Readonly<Record<string, string | undefined>>): string {
-  const url = new URL(redirectUri);
-  for (const [name, value] of Object.entries(values)) if (value !== undefined) url.searchParams.set(name, value);
-  url.searchParams.set('iss', issuer);
-  return url.href;
+  const ours = new URLSearchParams();
+  for (const [name, value] of Object.entries(values)) if (value !== undefined) ours.set(name, value);
+  ours.set('iss', issuer);
+  // Redirect URIs are taken only as they serialise (registration and the loopback check compare with href), without
+  // a fragment, so the text after the first `?` is the whole query, already encoded as a URL keeps it.
+  const mark = redirectUri.indexOf('?');
+  const base = mark < 0 ? redirectUri : redirectUri.slice(0, mark);
+  const own = mark < 0 ? [] : redirectUri.slice(mark + 1).split('&');
+  const kept = own.filter((pair) => pair !== '' && !ours.has([...new URLSearchParams(pair).keys()][0] ?? ''));
+  return `${base}?${[...kept, ours.toString()].join('&')}`;
 }
