@@ -19,13 +19,27 @@ const positive = (min = 1, max = Number.MAX_SAFE_INTEGER) => decimal(z.number().
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
 /**
+ * Whether a URL can be the OIDC issuer (and the base of every endpoint it announces): http or https, no query or
+ * fragment (RFC 8414 2, OIDC Discovery 3: `…?x` or `…#x` would turn each announced endpoint into one), no user info.
+ */
+function isIssuer(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  return (url.protocol === 'https:' || url.protocol === 'http:') && url.username === '' && url.password === '' && !/[?#]/.test(value);
+}
+
+/**
  * Every setting, read from the environment once at start. The README's configuration table lists the same names;
  * an invalid value stops the server with a message naming the variable.
  */
 const EnvSchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
-  PUBLIC_BASE_URL: z.url().optional(),
+  PUBLIC_BASE_URL: z.url().refine(isIssuer, { message: 'must be an http or https URL without user name, query or fragment (it is the OIDC issuer)' }).optional(),
   OPS_PORT: port.default(9090),
   OPS_HOST: z.string().min(1).default('127.0.0.1'),
   OPS_TOKEN: z.string().min(16).optional(),

@@ -50,6 +50,15 @@ test('MEDIA_CALLBACK_ALLOW_LOOPBACK: off unless 1; any other value is refused, n
   }
 });
 
+test('PUBLIC_BASE_URL, the OIDC issuer, is refused with a query, a fragment, user info or another scheme, naming it', () => {
+  for (const value of ['https://registry.example/?tenant=a', 'https://registry.example/#x', 'https://registry.example?', 'https://ops@registry.example', 'ftp://registry.example']) {
+    assert.match(refusal({ PUBLIC_BASE_URL: value }), /invalid configuration: PUBLIC_BASE_URL: /, value);
+  }
+  for (const value of ['https://registry.example', 'https://registry.example/', 'https://registry.example:8443/registry', 'http://127.0.0.1:8080']) {
+    assert.is(refusal({ PUBLIC_BASE_URL: value }), 'accepted', value);
+  }
+});
+
 test('the server process refuses an empty PORT with exit 2 and one line naming it, before starting anything', async () => {
   const { code, output } = await runToExit('dist/server/main.js', { PORT: '', OPS_PORT: '0', HOST: '127.0.0.1', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
   assert.is(code, 2, output.slice(-2000));
