@@ -53,7 +53,6 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
   let released = false;
   let retry: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
-  let silence: NodeJS.Timeout | undefined;
 
   const watch = (held: pg.Client, session: OwnerSession): void => {
     const lost = (err?: Error): void => {
@@ -61,7 +60,6 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
       client = undefined;
       lingering = session;
       clearInterval(heartbeat);
-      clearTimeout(silence);
       held.end().catch(() => {});
       log.warn({ err }, 'the connection holding database ownership was lost; claiming it again');
       reclaim();
@@ -75,16 +73,11 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
     heartbeat = setInterval(() => {
       if (beating) return;
       beating = true;
-      silence = setTimeout(() => lost(new Error(`the owner's connection left a heartbeat unanswered for ${HEARTBEAT_ANSWER_MS} ms`)), HEARTBEAT_ANSWER_MS);
-      silence.unref();
-      held.query('SELECT 1').then(
-        () => {
-          clearTimeout(silence);
+      answered(held.query('SELECT 1'), 'a heartbeat of the connection holding database ownership').then(
+        () => void (beating = false),
+        (error: unknown) => {
           beating = false;
-        },
-        () => {
-          clearTimeout(silence);
-          beating = false;
+          if (error instanceof UnansweredError) lost(error);
         },
       );
     }, HEARTBEAT_MS);
@@ -123,7 +116,6 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
     released = true;
     clearTimeout(retry);
     clearInterval(heartbeat);
-    clearTimeout(silence);
     const held = client;
     client = undefined;
     await held?.end().catch(() => {});
@@ -146,19 +138,19 @@ async function lockingClient(connectionString: string, lingering?: OwnerSession)
   await client.connect();
   try {
     // PostgreSQL 14 and later; an older one keeps the lock of a silent owner until TCP keepalive ends its connection.
-    await answered(client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`)).catch((error: unknown) => {
+    await answered(client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`), CLAIM).catch((error: unknown) => {
       if (error instanceof UnansweredError) throw error;
     });
     const { rows } = await answered(client.query<{ locked: boolean; pid: number; started_at: string }>(
       'SELECT pg_try_advisory_lock($1::int8) AS locked, pid, backend_start::text AS started_at FROM pg_stat_activity WHERE pid = pg_backend_pid()',
       [SINGLE_NODE_LOCK.toString()],
-    ));
+    ), CLAIM);
     const row = rows[0];
     if (row?.locked) return { kind: 'held', client, session: { pid: row.pid, startedAt: row.started_at } };
     // A session-level lock is held until its session ends: while this server's earlier session still exists, it is
     // the holder, not another server. Its connection is lost to this side, so it is ended here (same role).
     const own = lingering
-      ? await answered(client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt]))
+      ? await answered(client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt]), CLAIM)
       : undefined;
     await client.end().catch(() => {});
     return own && own.rows.length > 0 ? { kind: 'own session ended' } : { kind: 'taken' };
@@ -171,11 +163,17 @@ async function lockingClient(connectionString: string, lingering?: OwnerSession)
 
 class UnansweredError extends Error {}
 
-/** `work`, or a rejection once Postgres has left it unanswered for HEARTBEAT_ANSWER_MS. */
-async function answered<T>(work: Promise<T>): Promise<T> {
+const CLAIM = 'a claim of database ownership';
+
+/**
+ * `work`, or a rejection once Postgres has left it unanswered for HEARTBEAT_ANSWER_MS: a connection that went silent
+ * without closing answers nothing and never errs either.
+ */
+async function answered<T>(work: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const silent = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new UnansweredError(`Postgres left a claim of database ownership unanswered for ${HEARTBEAT_ANSWER_MS} ms`)), HEARTBEAT_ANSWER_MS);
+    timer = setTimeout(() => reject(new UnansweredError(`Postgres left ${what} unanswered for ${HEARTBEAT_ANSWER_MS} ms`)), HEARTBEAT_ANSWER_MS);
+    timer.unref();
   });
   try {
     return await Promise.race([work, silent]);
