@@ -1,5 +1,5 @@
 import { CommitNotSentError, CommitStillRunningError, type ActorStore, type CommitEntry, type JournalRecord, type SnapshotWrite } from '../storage/actor-store.js';
-import { isStorageOutage } from '../storage/outage.js';
+import { answeredWithin, isStorageOutage } from '../storage/outage.js';
 
 /** What a lane tells an activation about the writes it queued. */
 export interface CommitParticipant {
@@ -218,32 +218,17 @@ class CommitLane {
     for (let wait = LANDED_FIRST_WAIT_MS; ; wait = Math.min(wait * 2, LANDED_LONGEST_WAIT_MS)) {
       const left = deadline - performance.now();
       // A store that does not answer at all (a silent host) would hold the lane for its query timeout, past the bound.
-      const answer = await within(this.#store.landed(entries), left);
-      if (answer.kind === 'answered') return answer.value;
-      // Anything but an outage or a commit still running (a fault of the statement) will not answer differently later.
-      if (answer.kind === 'failed' && !isStorageOutage(answer.error) && !(answer.error instanceof CommitStillRunningError)) return new Set();
+      try {
+        return await answeredWithin(this.#store.landed(entries), left, 'which entries of a commit landed');
+      } catch (error) {
+        // Anything but an outage (a silent store included) or a commit still running, a fault of the statement, will
+        // not answer differently later.
+        if (!isStorageOutage(error) && !(error instanceof CommitStillRunningError)) return new Set();
+      }
       // The last question is asked at the bound, not given up one wait before it.
       const pause = Math.min(wait, deadline - performance.now());
       if (pause <= 0) return new Set();
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
-}
-
-type Settled<T> = { kind: 'answered'; value: T } | { kind: 'failed'; error: unknown } | { kind: 'late' };
-
-function within<T>(work: Promise<T>, ms: number): Promise<Settled<T>> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve({ kind: 'late' }), Math.max(0, ms));
-    work.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve({ kind: 'answered', value });
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        resolve({ kind: 'failed', error });
-      },
-    );
-  });
 }

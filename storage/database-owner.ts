@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { answeredWithin, StoreSilentError } from './outage.js';
 
 /** The advisory-lock key of single-node ownership: any constant, the same for every server of this code. */
 const SINGLE_NODE_LOCK = 7_318_214_551_902_417n;
@@ -19,6 +20,8 @@ const HEARTBEAT_MS = 5_000;
 const HEARTBEAT_ANSWER_MS = 10_000;
 /** How long opening the owner's connection may take, as for the pools' connections (storage/connect.ts). */
 const CLAIM_CONNECT_MS = 5_000;
+/** What a claim's statements are, in the error of one left unanswered. */
+const CLAIM = 'a claim of database ownership';
 
 /** The session holding the lock, known by pid and start: a pid alone may be another session's by now. */
 interface OwnerSession {
@@ -73,11 +76,11 @@ export async function claimDatabase(connectionString: string, log: DatabaseOwner
     heartbeat = setInterval(() => {
       if (beating) return;
       beating = true;
-      answered(held.query('SELECT 1'), 'a heartbeat of the connection holding database ownership').then(
+      answeredWithin(held.query('SELECT 1'), HEARTBEAT_ANSWER_MS, 'a heartbeat of the connection holding database ownership').then(
         () => void (beating = false),
         (error: unknown) => {
           beating = false;
-          if (error instanceof UnansweredError) lost(error);
+          if (error instanceof StoreSilentError) lost(error);
         },
       );
     }, HEARTBEAT_MS);
@@ -138,19 +141,19 @@ async function lockingClient(connectionString: string, lingering?: OwnerSession)
   await client.connect();
   try {
     // PostgreSQL 14 and later; an older one keeps the lock of a silent owner until TCP keepalive ends its connection.
-    await answered(client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`), CLAIM).catch((error: unknown) => {
-      if (error instanceof UnansweredError) throw error;
+    await answeredWithin(client.query(`SET idle_session_timeout = ${OWNER_SILENCE_LIMIT_MS}`), HEARTBEAT_ANSWER_MS, CLAIM).catch((error: unknown) => {
+      if (error instanceof StoreSilentError) throw error;
     });
-    const { rows } = await answered(client.query<{ locked: boolean; pid: number; started_at: string }>(
+    const { rows } = await answeredWithin(client.query<{ locked: boolean; pid: number; started_at: string }>(
       'SELECT pg_try_advisory_lock($1::int8) AS locked, pid, backend_start::text AS started_at FROM pg_stat_activity WHERE pid = pg_backend_pid()',
       [SINGLE_NODE_LOCK.toString()],
-    ), CLAIM);
+    ), HEARTBEAT_ANSWER_MS, CLAIM);
     const row = rows[0];
     if (row?.locked) return { kind: 'held', client, session: { pid: row.pid, startedAt: row.started_at } };
     // A session-level lock is held until its session ends: while this server's earlier session still exists, it is
     // the holder, not another server. Its connection is lost to this side, so it is ended here (same role).
     const own = lingering
-      ? await answered(client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt]), CLAIM)
+      ? await answeredWithin(client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2', [lingering.pid, lingering.startedAt]), HEARTBEAT_ANSWER_MS, CLAIM)
       : undefined;
     await client.end().catch(() => {});
     return own && own.rows.length > 0 ? { kind: 'own session ended' } : { kind: 'taken' };
@@ -161,23 +164,3 @@ async function lockingClient(connectionString: string, lingering?: OwnerSession)
   }
 }
 
-class UnansweredError extends Error {}
-
-const CLAIM = 'a claim of database ownership';
-
-/**
- * `work`, or a rejection once Postgres has left it unanswered for HEARTBEAT_ANSWER_MS: a connection that went silent
- * without closing answers nothing and never errs either.
- */
-async function answered<T>(work: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const silent = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new UnansweredError(`Postgres left ${what} unanswered for ${HEARTBEAT_ANSWER_MS} ms`)), HEARTBEAT_ANSWER_MS);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([work, silent]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
