@@ -320,12 +320,9 @@ export class OAuthGrants {
   readonly #insertCodes: StatementBatcher<NewCode, undefined>;
   readonly #exchangeCodes: StatementBatcher<CodeExchange, ExchangedCode | undefined>;
   readonly #rotateRefreshTokens: StatementBatcher<RefreshRotation, RotatedRefresh | undefined>;
-  /** For the token endpoint's description, which states the grace this server applies. */
-  readonly refreshReuseGraceSeconds: number;
 
   constructor(dependencies: GrantDependencies) {
     this.#d = dependencies;
-    this.refreshReuseGraceSeconds = dependencies.refreshReuseGraceSeconds;
     const db = dependencies.db;
     this.#insertCodes = new StatementBatcher(async (codes) => {
       await sql`
@@ -352,6 +349,11 @@ export class OAuthGrants {
       const byNext = new Map(rows.map((r) => [r.next_hash, r]));
       return rotations.map((r) => byNext.get(r.next_hash));
     });
+  }
+
+  /** For the token endpoint's description, which states the grace this server applies. */
+  get refreshReuseGraceSeconds(): number {
+    return this.#d.refreshReuseGraceSeconds;
   }
 
   /** Issues a single-use authorization code for an authorization the person just made on the registry's page. */
