@@ -8,7 +8,7 @@ import { counterKind } from '../fixtures/counter.kind.js';
 import { rejects } from '../support/assert.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { hostFor, interceptCommits } from '../support/host.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -26,11 +26,9 @@ let store: PostgresActorStore;
 
 test.before(async () => {
   db = await createTestDatabase();
-  const url = new URL(db.url);
-  proxy = await startTcpProxy(url.hostname, Number(url.port));
-  url.hostname = '127.0.0.1';
-  url.port = String(proxy.port);
-  commits = connectStorage({ connectionString: url.toString(), maxConnections: 1 });
+  let url: string;
+  ({ proxy, url } = await proxyDatabase(db.url));
+  commits = connectStorage({ connectionString: url, maxConnections: 1 });
   store = new PostgresActorStore({ ...db.connection, commitPool: commits.pool });
 });
 test.after(async () => {

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { claimDatabase, OWNER_SILENCE_LIMIT_MS } from '../../storage/database-owner.js';
 import { rejects } from '../support/assert.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -22,11 +22,7 @@ let proxiedUrl: string;
 
 test.before(async () => {
   db = await createTestDatabase();
-  const url = new URL(db.url);
-  proxy = await startTcpProxy(url.hostname, Number(url.port));
-  url.hostname = '127.0.0.1';
-  url.port = String(proxy.port);
-  proxiedUrl = url.toString();
+  ({ proxy, url: proxiedUrl } = await proxyDatabase(db.url));
 });
 test.after(async () => {
   await proxy.close();

@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { jsonOf } from '../support/http.js';
 import { enrolFirst } from '../support/identity.js';
 import { startTestServer, type TestServer } from '../support/server.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -22,12 +22,9 @@ let document: { paths: Record<string, Record<string, { responses: Record<string,
 
 test.before(async () => {
   db = await createTestDatabase();
-  const target = new URL(db.url);
-  proxy = await startTcpProxy(target.hostname, Number(target.port));
-  const viaProxy = new URL(db.url);
-  viaProxy.hostname = '127.0.0.1';
-  viaProxy.port = String(proxy.port);
-  server = await startTestServer(viaProxy.href, productParts);
+  let viaProxy: string;
+  ({ proxy, url: viaProxy } = await proxyDatabase(db.url));
+  server = await startTestServer(viaProxy, productParts);
   document = (await jsonOf(await fetch(`${server.url}/v1/openapi.json`))) as typeof document;
 });
 test.after(async () => {

@@ -7,7 +7,7 @@ import { startServer, type RunningServer } from '../../server/server.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { runtimePerson, testEnvironment, type TestEnvironment } from '../support/runtime.js';
 import { runtimeSocket, type Socket } from '../support/runtime-socket.js';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy.js';
 import { captureLogs } from '../support/log-capture.js';
 
 /**
@@ -34,13 +34,10 @@ const sockets: Socket[] = [];
 
 test.before(async () => {
   db = await createTestDatabase();
-  const target = new URL(db.url);
-  proxy = await startTcpProxy(target.hostname, Number(target.port));
-  const viaProxy = new URL(db.url);
-  viaProxy.hostname = '127.0.0.1';
-  viaProxy.port = String(proxy.port);
+  let viaProxy: string;
+  ({ proxy, url: viaProxy } = await proxyDatabase(db.url));
   // Leases of 10 s (the least allowed): the runtime sockets' renewal rounds run every 3.3 s.
-  const config = loadConfig({ DATABASE_URL: viaProxy.href, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', RUNTIME_LEASE_TTL_SECONDS: '10' });
+  const config = loadConfig({ DATABASE_URL: viaProxy, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', RUNTIME_LEASE_TTL_SECONDS: '10' });
   const started = await startServer(config, productParts, { logger });
   server = { ...started, url: `http://127.0.0.1:${started.port}` };
   const people = await Promise.all(['ana', 'ben', 'cal', 'dee', 'eve'].map((handle) => runtimePerson(server, handle)));

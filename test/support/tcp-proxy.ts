@@ -83,3 +83,12 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     close: stop,
   };
 }
+
+/** A proxy in front of the Postgres of `databaseUrl`, and the same URL through it. */
+export async function proxyDatabase(databaseUrl: string): Promise<{ proxy: TcpProxy; url: string }> {
+  const url = new URL(databaseUrl);
+  const proxy = await startTcpProxy(url.hostname, Number(url.port));
+  url.hostname = '127.0.0.1';
+  url.port = String(proxy.port);
+  return { proxy, url: url.href };
+}
