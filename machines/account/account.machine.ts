@@ -76,6 +76,9 @@ type Of<T extends Ev['type']> = Extract<Ev, { type: T }>;
 
 const refused = (code: AccountRefusalCode): AccountEmitted => ({ type: 'account.refused', code });
 const isActive = (ctx: Ctx, deviceId: string): boolean => ctx.devices[deviceId]?.status === 'active';
+/** The active device an enrolment became when it completed; its pending record is gone by then. */
+const completedDevice = (ctx: Ctx, enrolmentId: string): Ctx['devices'][string] | undefined =>
+  Object.values(ctx.devices).find((d) => d.status === 'active' && d.enrolment?.id === enrolmentId);
 const isFull = (ctx: Ctx): boolean => Object.values(ctx.devices).filter((d) => d.status === 'active').length >= MAX_ACTIVE_DEVICES;
 /**
  * A further device joins only when an enrolled one admits it, so an account whose last active device left could never
@@ -217,6 +220,8 @@ export const accountMachine = setup({
           actions: enqueueActions(({ context, event, enqueue }) => {
             if (!isActive(context, event.byDeviceId)) return void enqueue.emit(refused('device_not_active'));
             const pending = context.enrolments[event.enrolmentId];
+            // Admitted and completed, it lives on as its device: a late decision was still beaten by the admission.
+            if (!pending && completedDevice(context, event.enrolmentId)) return void enqueue.emit(refused('enrolment_already_decided'));
             if (!pending || event.at >= pending.expiresAt) return void enqueue.emit(refused('enrolment_not_found'));
             if (pending.decision !== 'pending') return void enqueue.emit(refused('enrolment_already_decided'));
             if (event.decision === 'admit' && isFull(context)) return void enqueue.emit(refused('device_limit_reached'));
@@ -231,7 +236,7 @@ export const accountMachine = setup({
             if (!pending) {
               // Completed already: the same proof is answered again, with the current epoch. A client whose first
               // answer was lost retries, and a kept device renews its passport after a removal raised the epoch.
-              const done = Object.values(context.devices).find((d) => d.status === 'active' && d.enrolment?.id === event.enrolmentId);
+              const done = completedDevice(context, event.enrolmentId);
               if (!done) return void enqueue.emit(refused('enrolment_not_found'));
               if (done.enrolment!.nonceHash !== event.nonceHash) return void enqueue.emit(refused('enrolment_proof_invalid'));
               return void enqueue.emit({ type: 'account.enrolled', deviceId: done.id, epoch: context.epoch });

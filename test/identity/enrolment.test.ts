@@ -176,6 +176,8 @@ test('a further device waits for an enrolled device: pending, admitted, enrolled
   const done = await complete(second, startedSecond);
   assert.is(done.status, 201);
   assert.is((((await done.json()) as { passport: string }).passport.split('.').length), 3);
+  // Completed is still decided: a late decision is told so, not that the enrolment never existed.
+  await assertProblem(await first.request(server.url, 'POST', '/v1/enrol/approve', { enrolmentId: startedSecond.enrolmentId, decision: 'refuse' }), 409, 'enrolment_already_decided');
 
   const third = await DeviceClient.generate('unknown laptop');
   const startedThird = await startEnrolment(server.url, 'frank', third);
