@@ -55,17 +55,15 @@ test('a code exchanged after its browser logged out is invalid, not reused', asy
 });
 
 test('codes exchanged while their browser logs out: each either works or is refused as invalid, never as reused', async () => {
-  const seen = new Set<string>();
   for (let round = 0; round < 20; round++) {
     const { codes, logout } = await browserWithCodes(4);
     const [loggedOut, ...exchanged] = await Promise.all([logout(), ...codes.map(exchange)]);
     assert.is(loggedOut!.status, 200);
+    // Every exchange winning is a legal order too (three rounds in four under load): the test above forces the losing one.
     for (const res of exchanged) {
-      seen.add(String(res.body.code ?? res.status));
       if (res.status !== 200) assert.equal([res.body.error, res.body.code], ['invalid_grant', 'authorization_code_invalid'], `round ${round}: ${JSON.stringify(res.body)}`);
     }
   }
-  assert.ok(seen.has('authorization_code_invalid'), `some exchanges lost the race: ${[...seen].join(', ')}`);
 });
 
 test.run();
