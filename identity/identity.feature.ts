@@ -97,10 +97,7 @@ export const identityFeature: ServerParts = {
     const managementBearer: CredentialVerifier = async (request) => {
       const token = bearerToken(request.headers);
       if (!token) {
-        throw new HttpError(401, 'management_token_required', 'send a management bearer: Authorization: Bearer <token>', {
-          family: 'management',
-          headers: { 'www-authenticate': 'Bearer realm="registry"' },
-        });
+        throw new HttpError(401, 'management_token_required', 'send a management bearer: Authorization: Bearer <token>', { family: 'management' });
       }
       const grant = await grants.verifyAccessToken(token, MANAGEMENT_AUDIENCE);
       if (!grant.scopes.includes('management')) {

@@ -705,7 +705,8 @@ export class OAuthGrants {
 
   /**
    * Verifies a registry access token for `audience` online: signature, type, issuer and expiry offline, then its
-   * grant live and issued under the account's current epoch. Throws 401 with a code naming the failure.
+   * grant live and issued under the account's current epoch. Throws 401 with a code naming the failure (the gateway
+   * adds the Bearer challenge to every 401 of a bearer operation).
    */
   async verifyAccessToken(token: string, audience: string): Promise<LiveGrant> {
     let sid: unknown;
@@ -713,17 +714,11 @@ export class OAuthGrants {
       const payload = await this.#d.keys.verify(token, { typ: ACCESS_TOKEN_TYPE, issuer: this.#d.issuer(), audience, clock: this.#d.clock });
       sid = payload.sid;
     } catch {
-      throw new HttpError(401, 'access_token_invalid', 'the bearer token is not a valid, unexpired registry access token for this API', {
-        family: 'management',
-        headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
-      });
+      throw new HttpError(401, 'access_token_invalid', 'the bearer token is not a valid, unexpired registry access token for this API', { family: 'management' });
     }
     const grant = typeof sid === 'string' ? await this.live(sid) : undefined;
     if (!grant) {
-      throw new HttpError(401, 'access_token_revoked', 'the session behind this token was revoked or has ended', {
-        family: 'management',
-        headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
-      });
+      throw new HttpError(401, 'access_token_revoked', 'the session behind this token was revoked or has ended', { family: 'management' });
     }
     if ((await this.#d.epochOf(grant.accountId)) !== grant.accountEpoch) {
       throw new HttpError(401, 'account_epoch_stale', "the account's devices changed since this token was issued; sign in again", { family: 'account_policy' });

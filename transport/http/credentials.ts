@@ -272,6 +272,22 @@ export function bearerToken(headers: Readonly<Record<string, string>>): string |
   return BEARER.exec(headers.authorization ?? '')?.[1];
 }
 
+/** Whether an operation taking this credential is opened by an `Authorization: Bearer` token (alone or as one choice). */
+export function takesBearer(credential: CredentialKind): boolean {
+  if (credential === 'none') return false;
+  return (credentialRequirements[credential] ?? [[credential]]).some((all) =>
+    all.some((kind) => kind !== 'none' && kind !== 'managementIdentity' && credentialSchemes[kind].scheme === 'bearer'),
+  );
+}
+
+/**
+ * RFC 6750 3: the challenge of a 401 refusing a request to an operation a bearer opens. `error="invalid_token"` when a
+ * bearer was sent and refused; none when the request carried no bearer ("SHOULD NOT include an error code").
+ */
+export function bearerChallenge(headers: Readonly<Record<string, string>>): string {
+  return bearerToken(headers) === undefined ? 'Bearer realm="registry"' : 'Bearer realm="registry", error="invalid_token"';
+}
+
 /** A lease version as it travels in headers and query strings: a positive integer. */
 export const LEASE_VERSION = /^[1-9][0-9]{0,15}$/;
 

@@ -8,7 +8,7 @@ import { isStorageOutage } from '../../storage/outage.js';
 import { LogThrottle } from '../../actors/log-throttle.js';
 import { requestHeaders, type HttpResponse, type TemplatedApp } from '../uws.js';
 import { clientBucket } from './client-address.js';
-import { anonymous, coordinationUnavailable, runtimeCredentials, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
+import { anonymous, bearerChallenge, coordinationUnavailable, runtimeCredentials, takesBearer, type CredentialVerifiers, type IncomingRequest, type Principal } from './credentials.js';
 import { HttpError, renderError, serverDraining, unstorableTextDetail, validationDetails, type ErrorDetail, type ErrorFormat } from './errors.js';
 import { readIdempotencyKey, requestFingerprint, runIdempotently } from './idempotency.js';
 import { maySpellProto, protoMemberAt } from '../proto-member.js';
@@ -266,6 +266,7 @@ export class HttpGateway {
       reply = toStored(renderError(failure, format, requestId));
     }
     if (state.aborted || reply === undefined) return;
+    if (match.kind === 'found') reply = challenged(reply, match.route, request.headers);
     const answer = cors ? withCors(reply, allowedOrigin) : reply;
     const headers: Record<string, string | readonly string[]> = { ...BASE_HEADERS, ...answer.headers, 'x-request-id': requestId };
     const written = writeReply(res, { status: answer.status, headers, body: answer.body, head: request.method === 'HEAD' }, state);
@@ -412,6 +413,17 @@ function preflight(headers: Readonly<Record<string, string>>, allowed: readonly 
     },
     body: '',
   };
+}
+
+/**
+ * RFC 6750 3 (and RFC 9110 11.6.1): every 401 of an operation a bearer opens names the Bearer scheme, whichever
+ * check refused it (the credential's verifier, a handler that found the grant ended meanwhile) and whether it was
+ * answered now or replayed. Here once, so that no refusal path can forget it; a challenge the refusal names itself
+ * (the operator listener's realm) stands.
+ */
+function challenged(reply: Reply, route: AnyRoute, headers: Readonly<Record<string, string>>): Reply {
+  if (reply.status !== 401 || reply.headers['www-authenticate'] !== undefined || !takesBearer(route.credential)) return reply;
+  return { ...reply, headers: { ...reply.headers, 'www-authenticate': bearerChallenge(headers) } };
 }
 
 /** A reply of a cross-origin operation: names the allowed origin, so the page may read it; varies by origin either way. */

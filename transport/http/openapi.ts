@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { apiSchemas } from './api-schemas.js';
-import { credentialHeaders, credentialRequirements, credentialSchemes, runtimeCredentials, type CredentialKind } from './credentials.js';
+import { credentialHeaders, credentialRequirements, credentialSchemes, runtimeCredentials, takesBearer, type CredentialKind } from './credentials.js';
 import { MAX_ERROR_DETAILS, statusTitle } from './errors.js';
 import type { AnyRoute, RequestHeaderSpec } from './route.js';
 import { REPLAY_GUARD_PER_DEVICE } from '../../identity/device-assertion.js';
@@ -72,6 +72,10 @@ second sustained)` : ''}: past that, that device alone is refused \`429 device_a
 \`Retry-After\` (seconds until its earliest id leaves the window); other devices are not affected. Past 1,000,000 ids
 held by all devices together (a memory backstop) every device gets \`503 replay_guard_full\` with \`Retry-After: 1\`.
 
+**Bearer refusals** (RFC 6750 3): every \`401\` of an operation a bearer opens (alone or as one choice, like the
+management identity) carries \`WWW-Authenticate: Bearer realm="registry"\`, with \`error="invalid_token"\` added when
+the request sent a bearer that was refused (invalid, expired, revoked, of an older account epoch).
+
 **Passport**: an ES256 JWT (\`typ\` \`passport+jwt\`, audience \`registry\`, 30 days) naming the account (\`sub\`), the
 device (\`dev\`) and the account epoch (\`aep\`), verifiable offline with \`/v1/auth/jwks\`. Removing a device, revoking
 the others or signing out raises the account epoch; passports, page and console sessions, OAuth codes, access and
@@ -123,6 +127,10 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], options: OpenA
         RequestId: { description: 'Identifier of this request, also in error bodies.', schema: { type: 'string' } },
         RetryAfter: { description: 'Seconds after which a retry is reasonable.', schema: { type: 'integer' } },
         CurrentETag: { description: 'The current tag of the resource, which `If-Match` did not name.', schema: { type: 'string' } },
+        BearerChallenge: {
+          description: '`Bearer realm="registry"`, with `error="invalid_token"` when a bearer was sent and refused (RFC 6750 3).',
+          schema: { type: 'string' },
+        },
         IdempotentReplayed: { description: '`true` when this is the stored result of an earlier identical request.', schema: { type: 'string', enum: ['true'] } },
       },
       parameters: {
@@ -288,6 +296,7 @@ function errorResponse(route: AnyRoute, status: number): Json {
   if (status === 503 || status === 429 || (status === 409 && route.idempotency)) headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
   // A precondition that failed on a tag answers with the current one, so the client can read before it writes again.
   if (status === 412) headers['ETag'] = { $ref: '#/components/headers/CurrentETag' };
+  if (status === 401 && takesBearer(route.credential)) headers['WWW-Authenticate'] = { $ref: '#/components/headers/BearerChallenge' };
   if (route.errorFormat === 'oauth') {
     return { description: statusTitle(status), headers, content: { 'application/json': { schema: { $ref: '#/components/schemas/OAuthError' } } } };
   }
