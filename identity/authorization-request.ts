@@ -93,18 +93,28 @@ export const MIN_MAX_AGE_S = 60;
 const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]']);
 
 /**
- * RFC 8252 7.3: a native client listens on a loopback IP literal on any port it got; `localhost` is refused (8.3:
- * it may resolve elsewhere). Plain http is right here: the traffic never leaves the machine.
+ * RFC 8252 7.3: a native client listens on a loopback IP literal on any port it got, and only the port may differ
+ * from a URI it registered (`registered`): scheme, host, path and query are its own. `localhost` is refused (8.3: it
+ * may resolve elsewhere). Plain http is right here: the traffic never leaves the machine.
  */
-export function isLoopbackRedirect(uri: string): boolean {
+export function isLoopbackRedirect(uri: string, registered: readonly string[]): boolean {
   let url: URL;
   try {
     url = new URL(uri);
   } catch {
     return false;
   }
-  return url.protocol === 'http:' && LOOPBACK_REDIRECT_HOSTS.has(url.hostname) && !hasUserinfo(url) && !hasFragment(url) && isExactSpelling(url, uri);
+  return (
+    url.protocol === 'http:' &&
+    LOOPBACK_REDIRECT_HOSTS.has(url.hostname) &&
+    !hasUserinfo(url) &&
+    !hasFragment(url) &&
+    isExactSpelling(url, uri) &&
+    registered.some((candidate) => URL.canParse(candidate) && withoutPort(new URL(candidate)) === withoutPort(url))
+  );
 }
+
+const withoutPort = (url: URL): string => `${url.protocol}//${url.hostname}${url.pathname}${url.search}`;
 
 /**
  * Whether `uri` is `url` as it serialises: the redirect URI is matched as a string at the token endpoint, so only one
@@ -139,7 +149,7 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   const redirectOk =
     redirectUri !== undefined &&
     (client.kind === 'cli'
-      ? isLoopbackRedirect(redirectUri)
+      ? isLoopbackRedirect(redirectUri, client.redirectUris)
       : // A fragment is refused here too: registration let `…#` through before it checked for an empty fragment; and
         // userinfo, which registration let through before it checked for it (a registered URI is always a valid URL).
         client.redirectUris.includes(redirectUri) && !redirectUri.includes('#') && !hasUserinfo(new URL(redirectUri)));

@@ -15,6 +15,13 @@ export const PAIRWISE_SECRET = 'pairwise-subject';
 /** The one public OIDC client of the registry's own command-line tool; it redirects to any loopback port. */
 export const CLI_CLIENT_ID = 'registry-cli';
 
+/**
+ * The CLI client's registered redirect URIs, where its sign-in listens (`client/oidc-client.ts`). A request may name
+ * any port of one of them and change nothing else (RFC 8252 7.3): another path would let anyone send a signed-in
+ * browser, with an error or a code, to any path of any service listening on the machine.
+ */
+export const CLI_REDIRECT_URIS: readonly string[] = ['http://127.0.0.1/callback', 'http://[::1]/callback'];
+
 export const ENVIRONMENT_ID = /^[a-z0-9][a-z0-9-]{2,62}$/;
 
 export interface OidcClient {
@@ -108,8 +115,9 @@ export class EnvironmentDirectory {
   async ensureCliClient(): Promise<void> {
     await this.#db
       .insertInto('oidc_clients')
-      .values({ client_id: CLI_CLIENT_ID, kind: 'cli', name: 'Registry command-line tool', redirect_uris: '[]' })
-      .onConflict((oc) => oc.column('client_id').doNothing())
+      .values({ client_id: CLI_CLIENT_ID, kind: 'cli', name: 'Registry command-line tool', redirect_uris: JSON.stringify(CLI_REDIRECT_URIS) })
+      // A database made before the CLI registered its URIs holds none (it took any loopback path then).
+      .onConflict((oc) => oc.column('client_id').doUpdateSet({ redirect_uris: JSON.stringify(CLI_REDIRECT_URIS) }))
       .execute();
   }
 

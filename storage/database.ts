@@ -122,7 +122,7 @@ export interface OidcClientTable {
   kind: 'environment' | 'cli';
   name: string;
   environment_id: NullableText;
-  /** Exact redirect URIs for Environment clients; empty for the CLI client, which takes any loopback port. */
+  /** Exact redirect URIs for Environment clients; for the CLI client, its loopback URIs, of which a request may change only the port. */
   redirect_uris: Json<string[]>;
   created_at: Generated<Date>;
 }

@@ -68,7 +68,7 @@ test('U+0000 in client_id or redirect_uri: the error page, never a redirect', as
   for (const url of [
     request('client_id', 'envc%00'),
     request('redirect_uri', encodeURIComponent(REDIRECT) + '%00'),
-    request('redirect_uri', encodeURIComponent('http://127.0.0.1:4000/cb') + '%00', CLI_CLIENT_ID, 'http://127.0.0.1:4000/cb'),
+    request('redirect_uri', encodeURIComponent('http://127.0.0.1:4000/callback') + '%00', CLI_CLIENT_ID, 'http://127.0.0.1:4000/callback'),
   ]) {
     const res = await browser.fetch(url);
     assert.is(res.status, 400, url);

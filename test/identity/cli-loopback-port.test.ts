@@ -10,7 +10,7 @@ import { withTestServer, type TestServer } from '../support/server.js';
 /**
  * RFC 8252 7.3: "The authorization server MUST allow any port to be specified at the time of the request for loopback
  * IP redirect URIs". Port 80 is a port: WHATWG URL drops the scheme's default port from `href`, so a check that wants
- * `href` to equal the URI as sent refused `http://127.0.0.1:80/cb` (and the portless form, which names port 80 too).
+ * `href` to equal the URI as sent refused `http://127.0.0.1:80/callback` (and the portless form, which names port 80 too).
  */
 let server: TestServer;
 let browser: RegistryBrowser;
@@ -22,14 +22,14 @@ test.before(async () => {
   assert.is((await browser.openPageSession()).status, 204);
 });
 
-for (const redirectUri of ['http://127.0.0.1:80/cb', 'http://[::1]:80/cb', 'http://127.0.0.1/cb']) {
+for (const redirectUri of ['http://127.0.0.1:80/callback', 'http://[::1]:80/callback', 'http://127.0.0.1/callback']) {
   test(`the CLI client may return to ${redirectUri}, and the code is exchanged with that exact redirect URI`, async () => {
     const { verifier, challenge } = pkcePair();
     const page = await browser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri, challenge, state: 's' }));
     assert.is(page.status, 200, `${redirectUri}: ${page.status}`);
     const { location } = await browser.authorize(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri, challenge, state: 's' }));
     assert.ok(location, 'redirected back');
-    assert.is(location!.origin + location!.pathname, new URL(redirectUri).origin + '/cb');
+    assert.is(location!.origin + location!.pathname, new URL(redirectUri).origin + '/callback');
     const code = location!.searchParams.get('code')!;
     const tokens = await tokenRequest(server.url, { grant_type: 'authorization_code', client_id: CLI_CLIENT_ID, code, redirect_uri: redirectUri, code_verifier: verifier });
     assert.is(tokens.status, 200, JSON.stringify(tokens.body));
@@ -37,7 +37,7 @@ for (const redirectUri of ['http://127.0.0.1:80/cb', 'http://[::1]:80/cb', 'http
 }
 
 test('loopback literals stay exact otherwise: another spelling of the host or port is not the loopback redirect', async () => {
-  for (const redirectUri of ['http://127.1:80/cb', 'http://127.0.0.1:080/cb', 'http://localhost:80/cb', 'HTTP://127.0.0.1:80/cb', 'http://127.0.0.1:80']) {
+  for (const redirectUri of ['http://127.1:80/callback', 'http://127.0.0.1:080/callback', 'http://localhost:80/callback', 'HTTP://127.0.0.1:80/callback', 'http://127.0.0.1:80']) {
     const res = await browser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri, challenge: pkcePair().challenge, state: 's' }));
     assert.is(res.status, 400, redirectUri);
   }

@@ -35,11 +35,11 @@ async function consent(clientId: string, redirectUri: string, scope?: string): P
 }
 
 test('the CLI consent page says that it grants management of the account, and only when management is asked for', async () => {
-  const full = await consent(CLI_CLIENT_ID, 'http://127.0.0.1:4567/cb', 'openid management');
+  const full = await consent(CLI_CLIENT_ID, 'http://127.0.0.1:4567/callback', 'openid management');
   assert.is(full.posted, 'openid management');
   assert.match(full.text, /data-scope="management"/, 'the management scope the form grants is not shown');
   assert.match(full.text, /data-scope="openid"/);
-  const narrow = await consent(CLI_CLIENT_ID, 'http://127.0.0.1:4567/cb', 'openid');
+  const narrow = await consent(CLI_CLIENT_ID, 'http://127.0.0.1:4567/callback', 'openid');
   assert.not.match(narrow.text, /data-scope="management"/);
 });
 

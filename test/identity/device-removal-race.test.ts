@@ -60,7 +60,7 @@ test('a page session opened by a device while it is being removed does not work 
     await Promise.all(opens);
     for (const browser of browsers) {
       // With a live page session the authorization page offers consent (200), e.g. for a 30-day CLI sign-in.
-      const page = await browser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://127.0.0.1:45000/cb', challenge: pkcePair().challenge }));
+      const page = await browser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://127.0.0.1:45000/callback', challenge: pkcePair().challenge }));
       if (page.status === 200) survivors++;
     }
   }

@@ -61,7 +61,7 @@ test('an unknown client or a redirect URI not registered for it gets an error pa
     envAuthorize({ redirect_uri: `${ORIGIN}/callback/other` }),
     envAuthorize({ redirect_uri: undefined }),
     // The CLI client: loopback IP literals only (RFC 8252), never localhost or a remote host.
-    authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://localhost:4000/cb', challenge: pkcePair().challenge }),
+    authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://localhost:4000/callback', challenge: pkcePair().challenge }),
     authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'https://evil.example:4000/cb', challenge: pkcePair().challenge }),
   ]) {
     const res = await browser.fetch(url);
@@ -289,7 +289,7 @@ test('prompt=none: never for the CLI client; for an Environment only after the p
   const carol = await enrolFirst(server.url, 'carol');
   const carolBrowser = new RegistryBrowser(server.url, carol.device);
   await carolBrowser.openPageSession();
-  const silentCli = await carolBrowser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://127.0.0.1:40001/cb', challenge: pkcePair().challenge, prompt: 'none' }));
+  const silentCli = await carolBrowser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri: 'http://127.0.0.1:40001/callback', challenge: pkcePair().challenge, prompt: 'none' }));
   assert.is(new URL(silentCli.headers.get('location')!).searchParams.get('error'), 'consent_required');
   const silentEnv = () => carolBrowser.fetch(authorizationUrl(server.url, { clientId: envClient, redirectUri: REDIRECT, challenge: pkcePair().challenge, prompt: 'none' }));
   assert.is(new URL((await silentEnv()).headers.get('location')!).searchParams.get('error'), 'consent_required');
@@ -302,7 +302,7 @@ test('prompt=none: never for the CLI client; for an Environment only after the p
 
 test('a management bearer needs the management scope; the operator listener refuses browser requests', async () => {
   const { verifier, challenge } = pkcePair();
-  const redirectUri = 'http://127.0.0.1:40002/cb';
+  const redirectUri = 'http://127.0.0.1:40002/callback';
   const { location } = await browser.authorize(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri, challenge, scope: 'openid' }));
   const tokens = await tokenRequest(server.url, { grant_type: 'authorization_code', client_id: CLI_CLIENT_ID, code: location!.searchParams.get('code')!, redirect_uri: redirectUri, code_verifier: verifier });
   assert.is(tokens.body.scope, 'openid');

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import type { DeviceClient } from '../../client/device-client.js';
 import { authorizationUrl, pkcePair, RegistryBrowser } from '../../client/oidc-client.js';
 import { isLoopbackRedirect } from '../../identity/authorization-request.js';
-import { CLI_CLIENT_ID } from '../../identity/environments.js';
+import { CLI_CLIENT_ID, CLI_REDIRECT_URIS } from '../../identity/environments.js';
 import { productParts } from '../../server/main.js';
 import { enrolFirst } from '../support/identity.js';
 import { withTestServer, type TestServer } from '../support/server.js';
@@ -25,14 +25,14 @@ test.before(async () => {
 });
 
 test('isLoopbackRedirect refuses an empty or non-empty fragment, on either loopback literal', () => {
-  for (const uri of ['http://127.0.0.1:5000/cb#', 'http://127.0.0.1:5000/cb#x', 'http://[::1]:5000/cb#', 'http://127.0.0.1:5000#']) {
-    assert.is(isLoopbackRedirect(uri), false, uri);
+  for (const uri of ['http://127.0.0.1:5000/callback#', 'http://127.0.0.1:5000/callback#x', 'http://[::1]:5000/callback#', 'http://127.0.0.1:5000#']) {
+    assert.is(isLoopbackRedirect(uri, CLI_REDIRECT_URIS), false, uri);
   }
-  assert.is(isLoopbackRedirect('http://127.0.0.1:5000/cb'), true);
+  assert.is(isLoopbackRedirect('http://127.0.0.1:5000/callback', CLI_REDIRECT_URIS), true);
 });
 
 test('a CLI redirect URI with a fragment component (even empty) is refused with the error page, never redirected to', async () => {
-  for (const redirectUri of ['http://127.0.0.1:5000/cb#', 'http://[::1]:5000/cb#']) {
+  for (const redirectUri of ['http://127.0.0.1:5000/callback#', 'http://[::1]:5000/callback#']) {
     const res = await browser.fetch(authorizationUrl(server.url, { clientId: CLI_CLIENT_ID, redirectUri, challenge: pkcePair().challenge, state: 's' }));
     assert.is(res.status, 400, `${redirectUri} answered ${res.status} ${res.headers.get('location') ?? ''}`);
     assert.match(await res.text(), 'content="redirect_uri_invalid"');

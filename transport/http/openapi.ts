@@ -93,7 +93,8 @@ clients (no secret). Codes are single use and live 60 seconds. Environment clien
 registered URIs on the Environment's origin, get scope \`openid runtime\`, 10-minute access tokens for audience
 \`registry-runtime\` and ID tokens whose \`sub\` is the pairwise actor id (\`auth_time\` only when the request named
 \`max_age\`); they renew with \`prompt=none\`. The CLI client \`registry-cli\` redirects to
-\`http://127.0.0.1:{any port}\` or \`http://[::1]:{any port}\` (RFC 8252), gets scope
+\`http://127.0.0.1:{any port}/callback\` or \`http://[::1]:{any port}/callback\` (RFC 8252 7.3: only the port may
+vary; another path is an unregistered redirect URI), gets scope
 \`openid management\`, 10-minute access tokens for audience \`registry-management\` and single-use refresh tokens that
 rotate inside a 30-day sign-in; presenting a spent one revokes the whole sign-in (\`refresh_token_reused\`), save one
 retry of a refresh whose reply was lost, shortly after it (the token endpoint states the grace).`;

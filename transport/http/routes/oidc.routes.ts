@@ -43,7 +43,7 @@ const authorizationParameters = {
   response_type: 'Must be `code`.',
   response_mode: 'Absent or `query` (the discovery document\'s `response_modes_supported`); another is `invalid_request`.',
   client_id: undefined,
-  redirect_uri: 'Environment clients: exactly one of the registered URIs. CLI client: `http://127.0.0.1:{port}/…` or `http://[::1]:{port}/…`, any port.',
+  redirect_uri: 'Environment clients: exactly one of the registered URIs. CLI client: `http://127.0.0.1:{port}/callback` or `http://[::1]:{port}/callback`, any port; another path or a query is not registered (the error page, no redirect).',
   scope: 'Environment clients: `openid runtime`; CLI client: `openid management`. Absent: all of them.',
   state: undefined,
   nonce: undefined,
