@@ -206,7 +206,7 @@ export class HttpGateway {
       if (match.kind === 'method_not_allowed') {
         format = match.errorFormat ?? format;
         const allowed = match.allowed.map((m) => m.toUpperCase());
-        if (allowed.includes('GET')) allowed.push('HEAD');
+        if (match.headAllowed) allowed.push('HEAD');
         if (!(cors && request.method === 'OPTIONS')) {
           throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed on ${request.path}`, {
             headers: { allow: allowed.join(', '), ...unread },

@@ -136,6 +136,11 @@ export interface RouteSpec<
    */
   readonly rateLimit?: { readonly perMinute: number; readonly burst: number; readonly by: 'address' | 'subject' };
   readonly idempotency?: 'required' | 'optional';
+  /**
+   * A GET operation answers HEAD too (RFC 9110 9.3.2: GET without the body) unless this is false: for a GET with
+   * effects (the authorization endpoint issues codes), which HEAD, a safe method, must not run; it is refused 405.
+   */
+  readonly answersHead?: boolean;
   /** Served while the node drains (status reads a load balancer polls); every other route answers 503 then. */
   readonly servesWhileDraining?: boolean;
   readonly responses: R;

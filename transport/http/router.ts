@@ -14,6 +14,8 @@ export type RouteMatch =
       readonly errorFormat: ErrorFormat | undefined;
       readonly corsMethods: readonly HttpMethod[];
       readonly corsRoutes: readonly AnyRoute[];
+      /** The path has a GET operation that answers HEAD (see `answersHead`), so `Allow` names HEAD. */
+      readonly headAllowed: boolean;
     }
   | { readonly kind: 'not_found' }
   | { readonly kind: 'bad_path'; readonly errorFormat: ErrorFormat; readonly cors: boolean };
@@ -80,9 +82,11 @@ export class Router {
   }
 
   #resolve(methods: Map<HttpMethod, Compiled>, method: string, parts: readonly string[]): RouteMatch {
-    // HEAD is GET without the body (RFC 9110 §9.3.2): every GET route answers it; the gateway drops the body.
+    // HEAD is GET without the body (RFC 9110 §9.3.2): a GET route answers it, unless it has effects; the gateway drops the body.
     const name = method.toLowerCase();
-    const compiled = name === 'head' ? methods.get('get') : methods.get(name as HttpMethod);
+    const get = methods.get('get');
+    const headAllowed = get !== undefined && get.route.answersHead !== false;
+    const compiled = name === 'head' ? (headAllowed ? get : undefined) : methods.get(name as HttpMethod);
     if (!compiled) {
       const formats = new Set([...methods.values()].map((c) => c.route.errorFormat));
       const cors = [...methods].filter(([, c]) => c.route.cors === true);
@@ -92,6 +96,7 @@ export class Router {
         errorFormat: formats.size === 1 ? [...formats][0] : undefined,
         corsMethods: cors.map(([m]) => m),
         corsRoutes: cors.map(([, c]) => c.route),
+        headAllowed,
       };
     }
     const params: Record<string, string> = {};

@@ -223,8 +223,10 @@ export function oidcRoutes(deps: OidcDependencies): AnyRoute[] {
         'shows a consent form. With `prompt=none` it returns a code at once when the person already agreed to these ' +
         'scopes for this Environment client, and `consent_required` otherwise (always for the CLI client); an ' +
         '`id_token_hint` naming someone other than the person signed in is `login_required` (OIDC Core 3.1.2.1). Codes are ' +
-        'single use and expire after 60 seconds.',
+        'single use and expire after 60 seconds. HEAD is refused (`405 method_not_allowed`, `Allow: GET, POST`): this GET ' +
+        'may issue a code, which a safe method must not.',
       credential: 'none',
+      answersHead: false,
       query: AuthorizationQuery,
       // Text Postgres cannot keep is a malformed request like any other: back to a trusted client as invalid_request.
       handlesUnstorableQuery: true,
