@@ -70,7 +70,7 @@ export interface AuthorizationRequest {
   readonly promptNone: boolean;
   /** `id_token_hint` (OIDC Core 3.1.2.1): whom the client expects to be signed in. */
   readonly idTokenHint: string | undefined;
-  /** `max_age`: the oldest sign-in (page session) this request accepts, in seconds; null when not asked. */
+  /** `max_age` (or `prompt=login`): the oldest sign-in (page session) this request accepts, in seconds; null when not asked. */
   readonly maxAgeSeconds: number | null;
 }
 
@@ -91,6 +91,8 @@ const MAX_AGE = /^\d{1,9}$/;
 /** The shortest `max_age` a person can meet: sign in on the desktop app, come back, reload. */
 export const MIN_MAX_AGE_S = 60;
 const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]']);
+/** `select_account` is not among them: a browser holds one person's page session. */
+const PROMPTS: ReadonlySet<string> = new Set(['none', 'login', 'consent']);
 
 /**
  * RFC 8252 7.3: a native client listens on a loopback IP literal on any port it got, and only the port may differ
@@ -187,19 +189,24 @@ export async function checkAuthorization(parameters: AuthorizationParameters, di
   const scopes = p.scope === undefined || p.scope.trim() === '' ? [...allowed] : [...new Set(p.scope.trim().split(/ +/))];
   const unknown = scopes.filter((s) => !allowed.includes(s));
   if (unknown.length > 0) return fail('invalid_scope', 'scope_invalid', `scopes not available to this client: ${unknown.join(' ')}`);
-  if (p.prompt !== undefined && p.prompt !== 'none' && p.prompt !== 'consent') {
-    return fail('invalid_request', 'prompt_unsupported', 'prompt may be none or consent');
-  }
+  // OIDC Core 3.1.2.1: a space-separated list; `none` with any other value is an error.
+  const prompts = new Set(p.prompt === undefined ? [] : p.prompt.split(' '));
+  if ([...prompts].some((value) => !PROMPTS.has(value))) return fail('invalid_request', 'prompt_unsupported', 'prompt may be none, login, consent, or login consent');
+  if (prompts.has('none') && prompts.size > 1) return fail('invalid_request', 'prompt_none_combined', 'prompt=none cannot be combined with another value');
   if (p.max_age !== undefined && !MAX_AGE.test(p.max_age)) return fail('invalid_request', 'max_age_invalid', 'max_age must be a whole number of seconds');
   // A sign-in happens in the desktop app, then the page is loaded again: a shorter bound could never be met (and 0,
-  // OIDC's prompt=login, asks for a sign-in on this very page, which the registry does not offer).
+  // which OIDC equates with prompt=login, would have to be a sign-in on this very page, which the registry does not offer).
   if (p.max_age !== undefined && Number(p.max_age) < MIN_MAX_AGE_S) {
-    return fail('invalid_request', 'max_age_unsupported', `max_age must be at least ${MIN_MAX_AGE_S} seconds`);
+    return fail('invalid_request', 'max_age_unsupported', `max_age must be at least ${MIN_MAX_AGE_S} seconds (for a fresh sign-in, send prompt=login)`);
   }
-  const maxAgeSeconds = p.max_age === undefined ? null : Number(p.max_age);
+  // prompt=login re-authenticates as max_age does, with the shortest bound a person can meet: a sign-in older than that
+  // gets the sign-in page, and the ID token says when the sign-in was (auth_time). A sign-in "after the request" could
+  // not be told apart on the reload that follows it without keeping state per request.
+  const asked = p.max_age === undefined ? null : Number(p.max_age);
+  const maxAgeSeconds = prompts.has('login') ? Math.min(asked ?? MIN_MAX_AGE_S, MIN_MAX_AGE_S) : asked;
   return {
     kind: 'valid',
-    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: p.prompt === 'none', idTokenHint: p.id_token_hint, maxAgeSeconds },
+    request: { client, redirectUri, scopes, state: p.state, nonce: p.nonce, codeChallenge: p.code_challenge, promptNone: prompts.has('none'), idTokenHint: p.id_token_hint, maxAgeSeconds },
   };
 }
 

@@ -50,11 +50,13 @@ const authorizationParameters = {
   code_challenge: 'base64url SHA-256 of the code verifier (43 characters).',
   code_challenge_method: 'Must be `S256`; `plain` is refused.',
   max_age:
-    'Seconds (at least 60: a sign-in happens in the desktop app; 0, OIDC\'s `prompt=login`, is not offered): the oldest ' +
+    'Seconds (at least 60: a sign-in happens in the desktop app; for 0, which OIDC equates with `prompt=login`, send that): the oldest ' +
     'sign-in on this browser (its page session) the client accepts. An older one is treated as none (`prompt=none`: ' +
     '`login_required`; otherwise the sign-in page), and the ID token then carries `auth_time`.',
   prompt:
-    '`none`: answer at once: `login_required` without a page session (or with another person\'s than `id_token_hint` names), `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code.',
+    '`none`: answer at once: `login_required` without a page session (or with another person\'s than `id_token_hint` names), `consent_required` unless the person already agreed to these scopes for this client (never for the CLI client), else a code. ' +
+    '`login`: re-authenticate: a sign-in older than 60 seconds (the shortest a person can meet: sign in with the desktop app, reload) gets the sign-in page, as `max_age=60` would, and the ID token carries `auth_time`. ' +
+    '`consent`, and `login consent`, show the consent page as always. `none` with another value, or any other value, is `invalid_request`.',
   request: 'Not supported: refused with `request_not_supported` (OIDC Core 6.1).',
   request_uri: 'Not supported: refused with `request_uri_not_supported` (OIDC Core 6.2).',
   id_token_hint:
