@@ -51,6 +51,20 @@ response names the origin in \`Access-Control-Allow-Origin\` and exposes \`ETag\
 \`Idempotent-Replayed\` and \`WWW-Authenticate\`; any other origin's preflight is \`403 cors_origin_not_allowed\`.
 Bearer tokens only: credentials mode (cookies) is never allowed.
 
+**Runtime credentials.** Runtime operations take a runtime access token (\`Authorization: Bearer\`, checked online on
+every call: its sign-in live, its account epoch current) with the page's \`Origin\`; session-bound operations add
+\`X-Platform-Runtime-Session\`, active-only ones \`X-Platform-Runtime-Lease\` and \`X-Platform-Runtime-Lease-Version\`.
+Their refusals are Problems: \`401 runtime_token_invalid\` (no bearer, or not a runtime access token),
+\`401 runtime_authorization_expired\` (expired, or its sign-in ended: logout, revocation, a raised account epoch; sign
+in again), \`403 insufficient_scope\` (a sign-in granted without \`runtime\`), \`400 runtime_origin_required\`,
+\`403 runtime_origin_mismatch\`, \`400 runtime_session_required\`, \`404 runtime_session_not_found\` (unknown, or
+another person's or Environment's), \`409 runtime_session_standby\` (activate it first),
+\`409 runtime_session_superseded\` (another Runtime of the person took the lease), \`409 runtime_session_ended\`
+(released, revoked or idled out), \`400 runtime_lease_required\` (an active session's call without its lease headers,
+or with malformed ones), \`409 runtime_lease_stale\` (a lease that is no longer current) and, when the stores that
+say who holds a lease cannot answer, \`503 runtime_coordination_unavailable\` with \`Retry-After\`: nobody is admitted.
+A standby or superseded session gets its state's code whether or not it sends lease headers.
+
 **Idempotency.** Operations that take an \`Idempotency-Key\` (16 to 128 characters of \`A-Z a-z 0-9 . _ ~ -\`)
 run at most once per caller and key for ${duration(limits.idempotencyRetentionSeconds)}: an identical retry (same method, path, query and JSON body) replays
 the original body with \`Idempotent-Replayed: true\`, under \`200\` when the original was \`201\` or \`202\` and under
