@@ -269,6 +269,12 @@ function securityOf(credential: CredentialKind): readonly (readonly CredentialKi
 /** Credentials that carry a device assertion, whose replay guard may refuse a device over its share (429). */
 const deviceAssertionCredentials: ReadonlySet<CredentialKind> = new Set(['deviceAssertion', 'reviewHostCapability']);
 
+/**
+ * Credentials checked against the account epoch: one issued before it was raised is refused 401
+ * `account_epoch_stale`, an account-policy failure and so a Problem, also on routes whose other errors are ApiErrors.
+ */
+const accountEpochCredentials: ReadonlySet<CredentialKind> = new Set(['managementBearer', 'developerSession', 'managementIdentity']);
+
 function errorStatuses(route: AnyRoute): number[] {
   // 413: the body limit is applied while reading, before a body an operation does not take is refused (400).
   const statuses = new Set<number>([400, 413, 500, 503, ...(route.errors ?? [])]);
@@ -319,6 +325,7 @@ function errorResponse(route: AnyRoute, status: number): Json {
     route.errorFormat === 'problem' ||
     status === 503 ||
     ((route.rateLimit !== undefined || deviceAssertionCredentials.has(route.credential)) && status === 429) ||
+    (accountEpochCredentials.has(route.credential) && status === 401) ||
     // Runtime authorization (token, origin, missing session or lease headers, a session not the caller's), fencing
     // and quota refusals are Problems on these statuses; their validation and catalog failures are ApiErrors.
     (runtimeCredentials.has(route.credential) && [400, 401, 403, 404, 409, 429].includes(status));
