@@ -166,7 +166,18 @@ export function runtimeFeature(): ServerParts {
       });
       return {
         routes: [
-          ...runtimeSessionRoutes({ sessions, controlTokens, asyncApi }),
+          ...runtimeSessionRoutes({
+            sessions,
+            controlTokens,
+            asyncApi,
+            limits: {
+              evictionsPerMinute: config.runtimeEvictionsPerMinute,
+              sessionsPerEnvironment: config.runtimeSessionsPerEnvironment,
+              sessionIdleSeconds: config.runtimeSessionIdleSeconds,
+              leaseTtlSeconds: config.runtimeLeaseTtlSeconds,
+              endedRetentionDays: config.actorEndedRetentionDays,
+            },
+          }),
           ...environmentBackendRoutes({ grants: backendGrants, sessions }),
           ...pluginGrantRoutes({ grants: pluginGrants, sessions }),
         ],

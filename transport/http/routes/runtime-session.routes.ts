@@ -61,7 +61,22 @@ const ControlTokenResponse = apiSchema(
  * `runtime_eviction_quota_exceeded`, `runtime_session_quota_exceeded`), coordination (503 `runtime_coordination_unavailable`). These routes are not among
  * the spec's first tables, so a malformed request is the nested ApiError of general validation.
  */
-export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlTokens: ControlTokens; asyncApi: () => string }): AnyRoute[] {
+/** The limits these operations describe, as this server applies them (its configuration), not the defaults. */
+export interface RuntimeSessionLimits {
+  readonly evictionsPerMinute: number;
+  readonly sessionsPerEnvironment: number;
+  readonly sessionIdleSeconds: number;
+  readonly leaseTtlSeconds: number;
+  /** 0: ended sessions are kept for good. */
+  readonly endedRetentionDays: number;
+}
+
+export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlTokens: ControlTokens; asyncApi: () => string; limits: RuntimeSessionLimits }): AnyRoute[] {
+  const { limits } = deps;
+  const kept =
+    limits.endedRetentionDays === 0
+      ? 'for good (`ACTOR_ENDED_RETENTION_DAYS` is 0)'
+      : `for ${limits.endedRetentionDays} day${limits.endedRetentionDays === 1 ? '' : 's'} (\`ACTOR_ENDED_RETENTION_DAYS\`)`;
   const common = { tags: ['Runtime'], errorFormat: 'api', errors: PROBLEM_TABLE_STATUSES } as const;
   const view = async (caller: RuntimeCaller, state: RuntimeSessionState) => {
     const { context, status, lease } = state;
@@ -99,19 +114,20 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'Binds the new session to the request\'s `Origin` (the Environment\'s registered origin, or ' +
         '`platform-env://{environmentId}` in the desktop shell) and to the Environment whose client issued the token. ' +
         'The session starts on standby: it holds no lease until activated.\n\n' +
-        '**Live sessions per person.** A person may hold at most `RUNTIME_SESSIONS_PER_ENVIRONMENT` (default 32) ' +
+        `**Live sessions per person.** A person may hold at most ${limits.sessionsPerEnvironment} (\`RUNTIME_SESSIONS_PER_ENVIRONMENT\`) ` +
         'sessions that have not ended in one Environment (standby, active and superseded ones count; released and ' +
         'revoked ones do not). Over it: 429 `runtime_session_quota_exceeded` with `Retry-After` (seconds until the ' +
         'soonest idle session is released), decided in the person\'s lease actor so racing creations cannot pass ' +
         'together. Release sessions that are no longer needed.\n\n' +
-        '**Creation rate.** Released sessions keep their records for `ACTOR_ENDED_RETENTION_DAYS` (default 30), so ' +
+        `**Creation rate.** Released sessions keep their records ${kept}, so ` +
         'creating is also limited per person (the account, across Environments): 60 a minute, in bursts of up to 60, ' +
         'per gateway node. Over it: 429 `rate_limited` with `Retry-After`, before anything is read or written.\n\n' +
-        '**Retention.** An ended session (released, revoked, idled out) answers 409 `runtime_session_ended` until ' +
-        '`ACTOR_ENDED_RETENTION_DAYS` after its end; then its records are removed and it answers 404 ' +
-        '`runtime_session_not_found`, as an unknown session does.\n\n' +
+        `**Retention.** An ended session (released, revoked, idled out) answers 409 \`runtime_session_ended\` ${kept}` +
+        (limits.endedRetentionDays === 0
+          ? '.\n\n'
+          : ' after its end; then its records are removed and it answers 404 `runtime_session_not_found`, as an unknown session does.\n\n') +
         '**Idle release.** A session that does not hold the lease (standby, or superseded) is released by the platform ' +
-        '`RUNTIME_SESSION_IDLE_SECONDS` (default 1800) after it was created or lost the lease, unless it is activated ' +
+        `${limits.sessionIdleSeconds} seconds (\`RUNTIME_SESSION_IDLE_SECONDS\`) after it was created or lost the lease, unless it is activated ` +
         'first (a durable deadline: restarts do not reset it). It then answers like a released session (409 ' +
         '`runtime_session_ended`; status `released`), and its control channel hears `session.activity` with reason ' +
         '`idle_expired`. An active session never idles out; when its lease lapses or is taken, its idle time starts.',
@@ -154,12 +170,12 @@ export function runtimeSessionRoutes(deps: { sessions: RuntimeSessions; controlT
         'Accepts standby and superseded sessions (an active one gets its current lease back). Atomically evicts the ' +
         "person's other live Runtime, which becomes superseded; the lease version grows with every change of holder.\n\n" +
         '**Eviction quota.** Activations that evict are limited per person (the private principal: the account, not ' +
-        'the pairwise id, so more Environments buy no more evictions): a bucket of `RUNTIME_EVICTIONS_PER_MINUTE` ' +
-        '(default 10) refilled at that rate per minute. Over it, an activation that would evict answers 429 ' +
+        `the pairwise id, so more Environments buy no more evictions): a bucket of ${limits.evictionsPerMinute} (\`RUNTIME_EVICTIONS_PER_MINUTE\`) ` +
+        'refilled at that rate per minute. Over it, an activation that would evict answers 429 ' +
         '`runtime_eviction_quota_exceeded` with `Retry-After`, decided before the coordination store is touched. ' +
         'Activations that certainly evict nobody (the lease free or held by that session, and no other activation of ' +
         'the person under way) are never limited.\n\n' +
-        '**Lease lifetime.** A lease lapses `RUNTIME_LEASE_TTL_SECONDS` (default 90) after it was last renewed. An open ' +
+        `**Lease lifetime.** A lease lapses ${limits.leaseTtlSeconds} seconds (\`RUNTIME_LEASE_TTL_SECONDS\`) after it was last renewed. An open ` +
         'runtime WebSocket renews it, and so does any fenced call once a third of that time has passed. A lapsed lease ' +
         'frees the person\'s slot without anyone being evicted: the session returns to standby and its old fence ' +
         'answers `runtime_session_standby`.',
