@@ -42,6 +42,27 @@ const UPGRADE_BUDGET =
   `(problem+json) with \`Retry-After: ${RUNTIME_SOCKET_UPGRADE_RETRY_AFTER_S}\`, before the sign-in is read. A page reconnecting ` +
   'after network blips, with any backoff, never meets it.';
 
+/** The refusals of an upgrade, shared by both channels: a Problem (HTTP), with the Runtime plane's codes. */
+const UPGRADE_REFUSALS_COMMON =
+  '`401 runtime_authorization_expired` (the token expired, or its sign-in ended), `400 runtime_origin_required`, ' +
+  '`403 runtime_origin_mismatch`, `404 runtime_session_not_found`';
+
+const RUNTIME_UPGRADE_REFUSALS =
+  ' A refused upgrade is answered before the socket opens with a Problem (`application/problem+json`): ' +
+  '`401 runtime_token_invalid` (no bearer, or not a runtime access token), ' +
+  UPGRADE_REFUSALS_COMMON +
+  ', `403 insufficient_scope` (a sign-in granted without `runtime`), `400 runtime_session_required` (no `session`), ' +
+  '`400 runtime_lease_required` (an active session without its lease, or a malformed one), `409 runtime_session_standby`, ' +
+  '`409 runtime_session_superseded`, `409 runtime_session_ended`, `409 runtime_lease_stale` (not the current lease) ' +
+  'and `503 runtime_coordination_unavailable` (the stores cannot answer: nobody is admitted).';
+
+const CONTROL_UPGRADE_REFUSALS =
+  ' A refused upgrade is answered before the socket opens with a Problem (`application/problem+json`): ' +
+  '`401 runtime_token_invalid` (no control token, or another kind of token), ' +
+  UPGRADE_REFUSALS_COMMON +
+  ', `409 runtime_session_ended` (released, revoked or idled out) and `503 runtime_coordination_unavailable` (the ' +
+  'stores cannot answer: nobody is admitted).';
+
 const PERSON_UPGRADE_BUDGET =
   ` Whatever session is named, one person's upgrades of this channel are also limited to ` +
   `${RUNTIME_SOCKET_UPGRADES_PER_PERSON_PER_MINUTE} a minute, answered the same way (\`Retry-After: ` +
@@ -99,7 +120,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           `set its maximum message size to it), so \`presence.list\` is answered a page of at most ${PRESENCE_PAGE_SIZE} ` +
           'members at a time: ask again with `after` set to the `next` of the page before until a page comes without it. ' +
           UPGRADE_BUDGET +
-          PERSON_UPGRADE_BUDGET,
+          PERSON_UPGRADE_BUDGET +
+          RUNTIME_UPGRADE_REFUSALS,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs([...Object.keys(runtimeIn), ...Object.keys(runtimeOut)]),
         bindings: {
@@ -129,7 +151,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           'is one page; each tab has its own): a newer channel of the session replaces the older, which closes ' +
           `${RuntimeCloseCode.replaced}. ` +
           UPGRADE_BUDGET +
-          PERSON_UPGRADE_BUDGET,
+          PERSON_UPGRADE_BUDGET +
+          CONTROL_UPGRADE_REFUSALS,
         servers: [{ $ref: '#/servers/registry' }],
         messages: refs(Object.keys(controlOut)),
       },
