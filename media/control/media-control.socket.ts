@@ -214,6 +214,10 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
         grantExpiresAt: new Date(conn.user.grant.expiresAt).toISOString(),
         limits: { maxMessageBytes: limits.maxMessageBytes, requestsPerMinute: limits.requestsPerMinute },
       });
+      // The upgrade verified the grant before `follow` listened: an end told in between (a release, a supersession, a
+      // revocation, a sign-in ended) reached no listener of this connection, which would live on until its next room
+      // request or the sweep. Now that it listens, one more check catches what was told before.
+      stillHolds(conn).catch((err: unknown) => conn.logger.warn({ err }, 'media grant check after the upgrade failed; the sweep tries again'));
     },
     async onMessage(conn, message) {
       const answer = (result: Record<string, unknown>): void => void conn.send({ type: 'response', id: message.id, ok: true, result });
