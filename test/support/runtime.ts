@@ -1,4 +1,4 @@
-import { RegistryBrowser } from '../../client/oidc-client.js';
+import { authorizationUrl, codeFromRedirect, discover, pkcePair, RegistryBrowser, tokenRequest } from '../../client/oidc-client.js';
 import { environmentSignIn, RuntimeClient } from '../../client/runtime-client.js';
 import type { DeviceClient } from '../../client/device-client.js';
 import { enrolFirst, registerEnvironment } from './identity.js';
@@ -55,6 +55,22 @@ export async function runtimePerson(server: { url: string }, handle: string, def
     token,
     runtime: async (environment = defaultEnvironment) => new RuntimeClient(server.url, await token(environment), environment!.origin),
   };
+}
+
+/**
+ * An Environment sign-in done by hand, as environmentSignIn does it, keeping its token request: `replay` presents the
+ * same authorization code again, which revokes the sign-in it obtained (RFC 6749 4.1.2) without any account change.
+ */
+export async function replayableSignIn(baseUrl: string, person: RuntimePerson, environment: TestEnvironment): Promise<{ accessToken: string; replay(): Promise<{ status: number; body: Record<string, unknown> }> }> {
+  const discovery = await discover(baseUrl);
+  const { verifier, challenge } = pkcePair();
+  const { location, response } = await person.browser.authorize(authorizationUrl(baseUrl, { clientId: environment.clientId, redirectUri: environment.redirectUri, challenge, state: 'st', nonce: 'nn' }));
+  if (!location) throw new Error(`authorization did not redirect back (${response.status})`);
+  const code = codeFromRedirect(location.searchParams, { state: 'st', issuer: discovery.issuer });
+  const form = { grant_type: 'authorization_code', client_id: environment.clientId, code, redirect_uri: environment.redirectUri, code_verifier: verifier };
+  const first = await tokenRequest(baseUrl, form);
+  if (first.status !== 200) throw new Error(`token exchange: ${first.status} ${JSON.stringify(first.body)}`);
+  return { accessToken: String(first.body.access_token), replay: () => tokenRequest(baseUrl, form) };
 }
 
 /** Browser SSO logout of the person's registry browser, as the console does it (console session, CSRF). */
