@@ -96,7 +96,9 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
         'The runtime WebSocket of active Runtime sessions (lease-fenced presence, and the place realtime hints flow) and ' +
         'the read-only control channel of any live session. ' +
         codecs +
-        ' ' +
+        ' The server speaks first: `ready` on the runtime socket, `session.activity` (`connected`) on the control ' +
+        'channel. A client sends only once it has the 101 (RFC 6455 4.1): frames written before it are dropped unread ' +
+        '(never answered, and on the control channel no 1008). ' +
         CLOSE_CODES,
     },
     servers: {
