@@ -530,7 +530,9 @@ function parseQuery(query: string): Record<string, string | string[]> {
 }
 
 function parseBody(route: AnyRoute, headers: Readonly<Record<string, string>>, body: Buffer): unknown {
-  if (body.length === 0) return undefined;
+  // No body on an operation that takes a JSON object is that object with no members: one whose members are all
+  // optional (the spec's empty requests) needs none, and one that requires members names them missing.
+  if (body.length === 0) return route.body !== undefined && route.bodyFormat !== 'form' ? {} : undefined;
   if (route.body === undefined) {
     throw new HttpError(400, 'body_not_allowed', `${route.method.toUpperCase()} ${route.path} takes no request body`);
   }
