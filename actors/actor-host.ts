@@ -1,5 +1,5 @@
 import type { AnyMachineSnapshot, EventObject } from 'xstate';
-import { defaultActorPolicy, type ActorKind, type ActorPolicy, type TimerDueEvent } from './actor-kind.js';
+import { defaultActorPolicy, stateVersionOf, type ActorKind, type ActorPolicy, type TimerDueEvent } from './actor-kind.js';
 import { Activation, kindTimers, restoreCommitted, type ActivationContext, type ActorReply, type StopReason } from './activation.js';
 import { CommitLanes, type CommitObserver } from './commit-lanes.js';
 import type { Clock, TimerHandle } from './clock.js';
@@ -98,6 +98,8 @@ export interface CommittedActorView {
   /** Version of the stored snapshot the state was rebuilt from. */
   readonly snapshotVersion: number;
   readonly epoch: number;
+  /** The kind's state version the stored snapshot was written at (the state is upgraded from it when lower). */
+  readonly stateVersion: number;
   /** The committed state, as XState persists it. */
   readonly state: unknown;
   readonly timers: Readonly<Record<string, number>>;
@@ -175,6 +177,13 @@ export class ActorHost {
 
   get kinds(): readonly string[] {
     return [...this.#kinds.keys()];
+  }
+
+  /** The state version this build writes for `kind` (ActorKind.stateVersion). */
+  kindStateVersion(kind: string): number {
+    const registered = this.#kinds.get(kind);
+    if (!registered) throw new UnknownActorKindError(kind);
+    return stateVersionOf(registered.kind);
   }
 
   /**
@@ -291,6 +300,7 @@ export class ActorHost {
       version: stored.version,
       snapshotVersion: stored.snapshotVersion,
       epoch: stored.epoch,
+      stateVersion: stored.stateVersion,
       state,
       timers: stored.timers,
       updatedAt: stored.updatedAt,

@@ -118,6 +118,8 @@ export interface JournalEntry {
   readonly epoch: number;
   readonly event: unknown;
   readonly at: Date;
+  /** The kind's state version its segment was written at (1 for segments from before versions). */
+  readonly stateVersion: number;
 }
 
 export interface DueActor {

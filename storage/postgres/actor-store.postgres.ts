@@ -247,7 +247,7 @@ export class PostgresActorStore implements ActorStore {
     // Newest segment first, one primary-key probe each, counting events (the first one only those below the bound);
     // the walk stops at the segment that completes the page. A segment may hold hundreds of events (a runtime socket's
     // burst is one commit), so a page reads about the events it returns, not `limit` segments.
-    const { rows: segments } = await sql<{ version: number; epoch: number; events: Array<[number, unknown]> }>`
+    const { rows: segments } = await sql<{ version: number; epoch: number; state_version: number; events: Array<[number, unknown]> }>`
       WITH RECURSIVE page (version, events) AS (
         SELECT s.version, s.events FROM (
           SELECT j.version, LEAST(j.last_version, ${before}::int8 - 1) - j.version + 1 AS events
@@ -261,7 +261,7 @@ export class PostgresActorStore implements ActorStore {
              ORDER BY j.version DESC LIMIT 1) older
          WHERE page.events < ${options.limit}
       )
-      SELECT j.version, j.epoch, j.events FROM page
+      SELECT j.version, j.epoch, j.state_version, j.events FROM page
         JOIN actor_journal j ON j.kind = ${kind} AND j.key = ${key} AND j.version = page.version
        ORDER BY j.version DESC`.execute(this.#db);
     const entries: JournalEntry[] = [];
@@ -270,7 +270,7 @@ export class PostgresActorStore implements ActorStore {
         const version = segment.version + i;
         if (version >= before) continue;
         const [at, event] = segment.events[i]!;
-        entries.push({ version, epoch: segment.epoch, event, at: new Date(at) });
+        entries.push({ version, epoch: segment.epoch, event, at: new Date(at), stateVersion: segment.state_version });
       }
     }
     return entries;

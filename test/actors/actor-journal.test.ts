@@ -51,7 +51,7 @@ test('a commit stores an actor\'s events as one row; paging and loading still se
   assert.equal(await versions(10, 3), [2, 1]);
   assert.equal(await versions(10, 1), []);
   const [newest] = await store.readJournal('counter', 'seg', { limit: 1 });
-  assert.equal(newest, { version: 8, epoch: 1, event: { type: 'tick', n: 8 }, at: new Date(at0 + 8) });
+  assert.equal(newest, { version: 8, epoch: 1, event: { type: 'tick', n: 8 }, at: new Date(at0 + 8), stateVersion: 1 });
 
   const loaded = await store.load('counter', 'seg');
   assert.is(loaded?.snapshotVersion, 3);

@@ -35,8 +35,10 @@ interface Persisted {
   version: number;
   snapshotVersion: number;
   epoch: number;
+  stateVersion: number;
+  currentStateVersion: number;
   snapshot: { value: string; context: { total: number } };
-  recentJournal?: Array<{ version: number; event: { type: string } }>;
+  recentJournal?: Array<{ version: number; event: { type: string }; stateVersion: number }>;
 }
 
 test('inspecting an actor whose journal no longer replays answers what is stored and why it does not restore, not a 500', async () => {
@@ -74,6 +76,32 @@ test('an actor that restores says so, with no journal in the answer', async () =
   await storedAtOne('fine');
   const persisted = (await ops('/actors/counter/fine')).body.persisted as Persisted;
   assert.equal({ restores: persisted.restores, error: persisted.restoreError, journal: persisted.recentJournal }, { restores: true, error: undefined, journal: undefined });
+  assert.equal({ stored: persisted.stateVersion, current: persisted.currentStateVersion }, { stored: 1, current: 1 });
+});
+
+test('the view names the state version of the snapshot row and of each journal entry, beside the one this build writes', async () => {
+  const store = await storedAtOne('newer');
+  // A segment a newer build wrote (state version 2) after the snapshot of version 1: this build (1) cannot read it.
+  const later = { kind: 'counter', key: 'newer', baseVersion: 1, epoch: 3, stateVersion: 2, journal: [tick(2, { type: 'counter.add', amount: 1 })] };
+  assert.is((await store.commit([later])).fenced.size, 0);
+  const { status, body } = await ops('/actors/counter/newer');
+  assert.is(status, 200, JSON.stringify(body));
+  const persisted = body.persisted as Persisted;
+  assert.equal(
+    { restores: persisted.restores, stored: persisted.stateVersion, current: persisted.currentStateVersion },
+    { restores: false, stored: 1, current: 1 },
+  );
+  assert.equal(persisted.recentJournal?.map((e) => [e.version, e.stateVersion]), [[2, 2], [1, 1]]);
+  const journal = (await ops('/actors/counter/newer/journal')).body.entries as Array<{ version: number; stateVersion: number }>;
+  assert.equal(journal.map((e) => [e.version, e.stateVersion]), [[2, 2], [1, 1]]);
+
+  // A snapshot row a newer build wrote: the stored version, not this build's.
+  const snapshot = counterMachine.getPersistedSnapshot(createActor(counterMachine).getSnapshot());
+  const rewritten = { kind: 'counter', key: 'newer', baseVersion: 2, epoch: 3, stateVersion: 2, journal: [tick(3, { type: 'counter.add', amount: 1 })], snapshot: { version: 3, snapshot, timers: {} } };
+  assert.is((await store.commit([rewritten])).fenced.size, 0);
+  const again = (await ops('/actors/counter/newer')).body.persisted as Persisted;
+  assert.equal({ restores: again.restores, stored: again.stateVersion, current: again.currentStateVersion }, { restores: false, stored: 2, current: 1 });
+  assert.match(again.restoreError ?? '', /version 2/);
 });
 
 test('GET /actors pages live actors in (kind, key) order: a default and a largest limit, and a cursor', async () => {

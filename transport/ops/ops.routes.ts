@@ -44,7 +44,13 @@ const LiveActorListSchema = apiSchema(
 /** Journal entries an unrestorable actor's inspection carries. */
 const RECENT_JOURNAL = 20;
 
-const JournalEntrySchema = z.object({ version: z.number().int(), epoch: z.number().int(), event: z.unknown(), at: z.string() });
+const JournalEntrySchema = z.object({
+  version: z.number().int(),
+  epoch: z.number().int(),
+  event: z.unknown(),
+  at: z.string(),
+  stateVersion: z.number().int().describe("The kind's state version the event's journal segment was written at (1 for segments from before versions)."),
+});
 
 const JournalSchema = apiSchema(
   'OpsActorJournal',
@@ -67,6 +73,14 @@ const ActorDetailSchema = apiSchema(
         version: z.number().int().describe('Newest committed version (journal head).'),
         snapshotVersion: z.number().int().describe('Version of the stored snapshot the state was rebuilt from.'),
         epoch: z.number().int(),
+        stateVersion: z
+          .number()
+          .int()
+          .describe("The kind's state version the stored snapshot row was written at (1 for rows from before versions); each journal entry has its own."),
+        currentStateVersion: z
+          .number()
+          .int()
+          .describe('The state version this build writes for the kind: a lower stored one is upgraded step by step when loaded (and stored at this one by the next write); a higher one does not restore.'),
         snapshot: z
           .unknown()
           .describe('The committed state: stored snapshot with the journal after it replayed; the stored snapshot as is when it does not restore.'),
@@ -88,7 +102,7 @@ const ActorDetailSchema = apiSchema(
 
 const ActorParams = z.strictObject({ kind: z.string().min(1).max(64), key: z.string().min(1).max(512) });
 
-const journalEntry = (e: JournalEntry) => ({ version: e.version, epoch: e.epoch, event: e.event, at: e.at.toISOString() });
+const journalEntry = (e: JournalEntry) => ({ version: e.version, epoch: e.epoch, event: e.event, at: e.at.toISOString(), stateVersion: e.stateVersion });
 
 export interface OpsDependencies {
   readonly host: ActorHost;
@@ -206,6 +220,8 @@ export function opsRoutes(deps: OpsDependencies): AnyRoute[] {
             version: stored.version,
             snapshotVersion: stored.snapshotVersion,
             epoch: stored.epoch,
+            stateVersion: stored.stateVersion,
+            currentStateVersion: deps.host.kindStateVersion(params.kind),
             timers: Object.fromEntries(Object.entries(stored.timers).map(([n, due]) => [n, new Date(due).toISOString()])),
             updatedAt: stored.updatedAt.toISOString(),
           };
