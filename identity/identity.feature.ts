@@ -20,7 +20,7 @@ import { EnvironmentDirectory, PAIRWISE_SECRET } from './environments.js';
 import { MANAGEMENT_AUDIENCE, OAuthGrants } from './oauth-grants.js';
 import { RegistrySecrets } from './opaque-tokens.js';
 import { PlatformAdmins } from './platform-admins.js';
-import { ReviewerAuthorities } from './reviewer-authorities.js';
+import { isCapabilityToken, ReviewerAuthorities } from './reviewer-authorities.js';
 import { RegistrySigningKeys } from './signing-keys.js';
 import { readCookie } from '../transport/http/cookies.js';
 
@@ -184,6 +184,10 @@ export const identityFeature: ServerParts = {
           const token = request.headers['platform-review-capability'];
           if (!token) throw new HttpError(401, 'review_capability_required', 'send the review host capability in Platform-Review-Capability', { family: 'account_policy' });
           const capability = await reviewers.capability(token);
+          if (!capability && device.credential === 'deviceAssertion' && isCapabilityToken(token)) {
+            // Gone from the store: nothing it could do is left, so only a release (which then has nothing to do) accepts it.
+            return { credential: 'reviewHostCapability', subject: device.accountId, accountId: device.accountId, deviceId: device.deviceId, capabilityId: null, capabilityLive: false };
+          }
           if (!capability || device.credential !== 'deviceAssertion' || capability.deviceId !== device.deviceId) {
             throw new HttpError(401, 'review_capability_invalid', 'no such review host capability for this device', { family: 'account_policy' });
           }

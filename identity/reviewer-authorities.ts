@@ -10,6 +10,14 @@ import { hashToken, newOpaqueToken } from './opaque-tokens.js';
 /** A review host capability is short-lived and fixed-purpose: the review host asks for a new one per session. */
 export const HOST_CAPABILITY_TTL_MS = 15 * 60_000;
 
+const CAPABILITY_PREFIX = 'rhc';
+const CAPABILITY_TOKEN = new RegExp(`^${CAPABILITY_PREFIX}_[A-Za-z0-9_-]{43}$`);
+
+/** Whether `token` has the form of a capability this registry issues (whether or not it still holds it). */
+export function isCapabilityToken(token: string): boolean {
+  return CAPABILITY_TOKEN.test(token);
+}
+
 export interface ReviewerAuthority {
   readonly accountId: string;
   readonly grantedBy: string;
@@ -109,7 +117,7 @@ export class ReviewerAuthorities {
           retryAfterSeconds(new Date(live.first_end as Date).getTime(), now),
         );
       }
-      const secret = newOpaqueToken('rhc');
+      const secret = newOpaqueToken(CAPABILITY_PREFIX);
       const id = newId('hcap');
       const expiresAt = now + HOST_CAPABILITY_TTL_MS;
       await trx

@@ -72,8 +72,12 @@ export type Principal =
       readonly subject: string;
       readonly accountId: string;
       readonly deviceId: string;
-      readonly capabilityId: string;
-      /** False once released, revoked or expired: only releasing accepts such a capability. */
+      /**
+       * Null when the registry no longer holds the capability sent (swept a day after it ended; a never-issued one of
+       * the same form looks alike): the account and device are then the assertion's.
+       */
+      readonly capabilityId: string | null;
+      /** False once released, revoked, expired or swept: only releasing accepts such a capability. */
       readonly capabilityLive: boolean;
     }
   | {

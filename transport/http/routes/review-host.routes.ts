@@ -67,17 +67,20 @@ export function reviewHostRoutes(deps: { accounts: Accounts; reviewers: Reviewer
       summary: 'Release a review host capability',
       description:
         'Needs the body-bound device proof of the device it was issued to and the exact capability in ' +
-        '`Platform-Review-Capability`; answers 204 whether it was live or already released, revoked or expired.',
+        '`Platform-Review-Capability`; answers 204 whether it was live or already released, revoked or expired, also once ' +
+        'the registry no longer holds it (a day after it ended): a capability of that form it does not know is answered ' +
+        'alike, since releasing it changes and tells nothing.',
       credential: 'reviewHostCapability',
       bodyBound: true,
       params: z.strictObject({ capabilityId: z.string().regex(idPattern('hcap')) }),
       responses: { 204: { description: 'Released, or already ended.' } },
       handler: async ({ principal, params }) => {
         const caller = principalAs(principal, 'reviewHostCapability');
-        if (caller.capabilityId !== params.capabilityId) {
+        // A capability the registry no longer holds names no id to compare: releasing it again changes nothing.
+        if (caller.capabilityId !== null && caller.capabilityId !== params.capabilityId) {
           throw new HttpError(403, 'review_capability_mismatch', 'the capability sent is not the one named in the path', { family: 'account_policy' });
         }
-        if (caller.capabilityLive) await deps.reviewers.release(caller.capabilityId);
+        if (caller.capabilityLive && caller.capabilityId !== null) await deps.reviewers.release(caller.capabilityId);
         return { status: 204, body: undefined };
       },
     }),
