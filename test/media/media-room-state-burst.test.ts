@@ -86,7 +86,8 @@ test(`${CROWD} listeners raise their hands at once: each member gets a bounded n
   const worst = Math.max(...received);
   for (const c of everyone) c.close();
   assert.ok(worst <= bound, `a member received ${worst} room.state frames for ${CROWD} changes in ${Math.round(elapsed)} ms (bound ${bound}): ${received.join(',')}`);
-  assert.ok(worst < CROWD / 2, `received ${received.join(',')}: not fewer than one view per change`);
+  // The bound above grows with a slow machine's burst; this holds whatever the speed.
+  assert.ok(worst < CROWD, `received ${received.join(',')}: not fewer than one view per change`);
   const revisionsSeen = states(mod).slice(before[0]).map((s) => s.room.revision);
   assert.equal(revisionsSeen, [...revisionsSeen].sort((a, b) => a - b), 'views arrive in revision order');
 });
