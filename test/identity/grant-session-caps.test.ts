@@ -7,7 +7,7 @@ import { DESKTOP_SESSION_TTL_S } from '../../identity/oauth-grants.js';
 import { HOST_CAPABILITY_TTL_MS } from '../../identity/reviewer-authorities.js';
 import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
-import { assertProblem, enrolAnother, enrolFirst } from '../support/identity.js';
+import { assertProblem, enrolAnother, enrolFirst, makeReviewer as makeReviewerOf } from '../support/identity.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
@@ -96,22 +96,7 @@ test('desktop management sessions: racing creations at the cap: exactly the cap 
   await desktopSession(ned.device);
 });
 
-/** Makes the person a reviewer: a platform administrator (by the operator) who grants themselves reviewer authority. */
-async function makeReviewer(handle: string): Promise<void> {
-  const op = await fetch(`${server.opsUrl}/registry/accounts/${handle}/platform-admin`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'ops' },
-    body: JSON.stringify({ reason: 'first administrator' }),
-  });
-  assert.is(op.status, 200, await op.text());
-  const { accessToken } = await desktopSession(person(handle).device);
-  const granted = await fetch(`${server.url}/v1/admin/reviewer-authorities/${person(handle).accountId}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ reason: 'review rota' }),
-  });
-  assert.is(granted.status, 200, await granted.text());
-}
+const makeReviewer = (handle: string): Promise<void> => makeReviewerOf(server, handle, person(handle).device, person(handle).accountId);
 
 const issue = (device: DeviceClient): Promise<Response> => device.request(server.url, 'POST', '/v1/review/host-capabilities', {});
 

@@ -5,7 +5,7 @@ import type { DeviceClient } from '../../client/device-client.js';
 import { AccessRecordSweep } from '../../identity/access-sweep.js';
 import { productParts } from '../../server/main.js';
 import type { TestDatabase } from '../support/database.js';
-import { assertProblem, enrolAnother, enrolFirst } from '../support/identity.js';
+import { assertProblem, enrolAnother, enrolFirst, makeReviewer } from '../support/identity.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
@@ -27,24 +27,11 @@ test.before(async () => {
   theo = await reviewer('theo');
 });
 
-/** A reviewer's device on the test's clock: platform admin from the operators, reviewer authority from itself. */
+/** A reviewer's device on the test's clock. */
 async function reviewer(handle: string): Promise<DeviceClient> {
   const { device, accountId } = await enrolFirst(server.url, handle);
   device.now = () => clock.now();
-  const admin = await fetch(`${server.opsUrl}/registry/accounts/${handle}/platform-admin`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'ops' },
-    body: JSON.stringify({ reason: 'first administrator' }),
-  });
-  assert.is(admin.status, 200);
-  const desktop = await device.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
-  const { accessToken } = (await desktop.json()) as { accessToken: string };
-  const granted = await fetch(`${server.url}/v1/admin/reviewer-authorities/${accountId}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ reason: 'review rota' }),
-  });
-  assert.is(granted.status, 200);
+  await makeReviewer(server, handle, device, accountId);
   return device;
 }
 

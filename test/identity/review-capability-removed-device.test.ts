@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { productParts } from '../../server/main.js';
-import { assertProblem, enrolAnother, enrolFirst } from '../support/identity.js';
+import { assertProblem, enrolAnother, enrolFirst, makeReviewer } from '../support/identity.js';
 import { withTestServer, type TestServer } from '../support/server.js';
 
 /**
@@ -15,20 +15,7 @@ withTestServer(test, (started) => ({ server } = started), productParts);
 
 test("a removed device's capabilities do not hold the account's places", async () => {
   const { device: owner, accountId } = await enrolFirst(server.url, 'vera');
-  const op = await fetch(`${server.opsUrl}/registry/accounts/vera/platform-admin`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', 'x-operator-name': 'ops' },
-    body: JSON.stringify({ reason: 'first administrator' }),
-  });
-  assert.is(op.status, 200);
-  const desktop = await owner.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
-  const { accessToken } = (await desktop.json()) as { accessToken: string };
-  const granted = await fetch(`${server.url}/v1/admin/reviewer-authorities/${accountId}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ reason: 'review rota' }),
-  });
-  assert.is(granted.status, 200);
+  await makeReviewer(server, 'vera', owner, accountId);
 
   const stolen = await enrolAnother(server.url, 'vera', owner, 'stolen laptop');
   // The thief fills the cap (issuing all at once, as fast as the device allows), then the owner removes the laptop.

@@ -95,3 +95,25 @@ export async function assertApiError(res: Response, status: number, code: string
   assert.is(body.code, code, text);
   assert.is(body.requestId, res.headers.get('x-request-id'));
 }
+
+/**
+ * Makes an enrolled person a reviewer the way people become one: the operators make them a platform administrator,
+ * who grants themselves reviewer authority with a desktop management bearer.
+ */
+export async function makeReviewer(server: { url: string; opsUrl: string }, handle: string, device: DeviceClient, accountId: string): Promise<void> {
+  const admin = await fetch(`${server.opsUrl}/registry/accounts/${handle}/platform-admin`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', 'x-operator-name': 'ops' },
+    body: JSON.stringify({ reason: 'first administrator' }),
+  });
+  assert.is(admin.status, 200, await admin.text());
+  const desktop = await device.request(server.url, 'POST', '/v1/account/desktop-management-sessions', {});
+  assert.is(desktop.status, 201, await desktop.clone().text());
+  const { accessToken } = (await desktop.json()) as { accessToken: string };
+  const granted = await fetch(`${server.url}/v1/admin/reviewer-authorities/${accountId}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ reason: 'review rota' }),
+  });
+  assert.is(granted.status, 200, await granted.text());
+}
