@@ -60,7 +60,11 @@ export const FULL_STAGE = Object.freeze({
   reconnectGraceSeconds: 30,
 });
 
-/** A meeting as large as the contract allows (150 participants, maxParticipantsPerContext), open floor. */
+/**
+ * A meeting policy at the contract's structural maximum (150 participants, maxParticipantsPerContext), open floor. The
+ * registry stores it; the Media service's cross-field check refuses to open a room with it (`meeting_too_large`: a
+ * meeting holds at most 16), so it serves tests that only connect, where the context's member count is what matters.
+ */
 export const FULL_MEETING = Object.freeze({
   mode: 'meeting',
   maxParticipants: 150,
