@@ -1,12 +1,11 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { MediaRequestError } from '../../media/control/media-control.socket.js';
 import { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { failingWorkerSpawn, type FailingWorkerSpawn } from '../support/failing-worker-spawn.js';
+import type { TestDatabase } from '../support/database.js';
+import { withFailingWorkerPool, type FailingWorkerSpawn } from '../support/failing-worker-spawn.js';
 import { captureLogs } from '../support/log-capture.js';
 import { asConnection, standInConnection, standInRooms } from '../support/media-stand-in.js';
 import { meetingPolicy, T0 } from '../support/media-room.js';
@@ -20,17 +19,7 @@ import { waitFor } from '../support/wait.js';
 let db: TestDatabase;
 let spawn: FailingWorkerSpawn;
 let pool: MediaWorkerPool;
-
-test.before(async () => {
-  db = await createTestDatabase();
-  spawn = await failingWorkerSpawn();
-  pool = await MediaWorkerPool.create({ size: 1, logger: pino({ level: 'silent' }), workerBin: spawn.workerBin });
-});
-test.after(async () => {
-  pool?.close();
-  await spawn?.remove();
-  await db?.drop();
-});
+withFailingWorkerPool(test, (started) => ({ db, spawn, pool } = started));
 
 async function joinLogged(scope: string, during: (join: Promise<string>) => Promise<void>): Promise<{ answer: string; levels: number[] }> {
   const { logger, lines } = captureLogs('debug');

@@ -1,12 +1,11 @@
-import pino from 'pino';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ManualClock } from '../../actors/clock.js';
 import { RoomMedia } from '../../media/room-media.js';
 import { MediaWorkerPool } from '../../media/worker-pool.js';
 import { PostgresActorStore } from '../../storage/postgres/actor-store.postgres.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { failingWorkerSpawn, type FailingWorkerSpawn } from '../support/failing-worker-spawn.js';
+import type { TestDatabase } from '../support/database.js';
+import { withFailingWorkerPool, type FailingWorkerSpawn } from '../support/failing-worker-spawn.js';
 import { asConnection, standInConnection, standInRooms } from '../support/media-stand-in.js';
 import { meetingPolicy, T0 } from '../support/media-room.js';
 import { waitFor } from '../support/wait.js';
@@ -19,17 +18,7 @@ import { waitFor } from '../support/wait.js';
 let db: TestDatabase;
 let spawn: FailingWorkerSpawn;
 let pool: MediaWorkerPool;
-
-test.before(async () => {
-  db = await createTestDatabase();
-  spawn = await failingWorkerSpawn();
-  pool = await MediaWorkerPool.create({ size: 1, logger: pino({ level: 'silent' }), workerBin: spawn.workerBin });
-});
-test.after(async () => {
-  pool?.close();
-  await spawn?.remove();
-  await db?.drop();
-});
+withFailingWorkerPool(test, (started) => ({ db, spawn, pool } = started));
 
 const code = (error: unknown): string => (error as { code?: string }).code ?? String(error);
 

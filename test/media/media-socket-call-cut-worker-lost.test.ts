@@ -1,13 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { loadConfig } from '../../server/config.js';
 import { productParts } from '../../server/main.js';
-import { startServer, type RunningServer } from '../../server/server.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { captureLogs } from '../support/log-capture.js';
 import { mediaGrant, mediaWorld, MediaControlClient, MEDIA_TEST_ENV } from '../support/media-control.js';
 import { meetingPolicy } from '../support/media-room.js';
+import { withTestServer, type TestServer } from '../support/server.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -17,19 +15,8 @@ import { waitFor } from '../support/wait.js';
  */
 const { logger, lines } = captureLogs('debug');
 
-let db: TestDatabase;
-let server: RunningServer & { url: string; opsUrl: string };
-
-test.before(async () => {
-  db = await createTestDatabase();
-  const config = loadConfig({ DATABASE_URL: db.url, PORT: '0', OPS_PORT: '0', HOST: '127.0.0.1', ...MEDIA_TEST_ENV });
-  const started = await startServer(config, productParts, { logger });
-  server = { ...started, url: `http://127.0.0.1:${started.port}`, opsUrl: `http://127.0.0.1:${started.opsPort}` };
-});
-test.after(async () => {
-  await server.stop('test over');
-  await db.drop();
-});
+let server: TestServer;
+withTestServer(test, (started) => ({ server } = started), productParts, MEDIA_TEST_ENV, undefined, logger);
 
 function workerPid(): number {
   const out = execFileSync('pgrep', ['-P', String(process.pid), '-f', 'mediasoup-worker'], { encoding: 'utf8' });
