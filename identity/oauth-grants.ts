@@ -320,6 +320,7 @@ export class OAuthGrants {
   readonly #insertCodes: StatementBatcher<NewCode, undefined>;
   readonly #exchangeCodes: StatementBatcher<CodeExchange, ExchangedCode | undefined>;
   readonly #rotateRefreshTokens: StatementBatcher<RefreshRotation, RotatedRefresh | undefined>;
+  readonly #revocationListeners: Array<(accountId: string) => void> = [];
 
   constructor(dependencies: GrantDependencies) {
     this.#d = dependencies;
@@ -349,6 +350,15 @@ export class OAuthGrants {
       const byNext = new Map(rows.map((r) => [r.next_hash, r]));
       return rotations.map((r) => byNext.get(r.next_hash));
     });
+  }
+
+  /**
+   * Other planes end at once what a revoked grant carried (open sockets living on the sign-in), as they do for a raised
+   * account epoch: told the account after any of its grants was revoked here (code or refresh-token reuse, the CLI cap,
+   * its owner, a stale epoch). The revocation is committed already, so a listener's failure is theirs to handle.
+   */
+  onRevoked(listener: (accountId: string) => void): void {
+    this.#revocationListeners.push(listener);
   }
 
   /** For the token endpoint's description, which states the grace this server applies. */
@@ -699,6 +709,7 @@ export class OAuthGrants {
       .where('revoked_at', 'is', null)
       .returning('revoked_at')
       .executeTakeFirst();
+    if (revoked) this.#revoked(accountId);
     const row = revoked ?? (await owned.executeTakeFirst());
     return row?.revoked_at ? { revokedAt: row.revoked_at.getTime() } : undefined;
   }
@@ -750,9 +761,9 @@ export class OAuthGrants {
   async #endLeastRecentlyUsedCliGrants(accountId: string): Promise<void> {
     const at = new Date(this.#d.clock.now());
     try {
-      await this.#d.db.transaction().execute(async (trx) => {
+      const ended = await this.#d.db.transaction().execute(async (trx) => {
         await lockAccountSessions(trx, 'cli', accountId);
-        await trx
+        return trx
           .updateTable('oauth_grants')
           .set({ revoked_at: at, revoked_reason: 'session_cap' })
           .where('id', 'in', (qb) =>
@@ -767,20 +778,34 @@ export class OAuthGrants {
               .orderBy('id', 'desc')
               .offset(LIVE_SESSION_CAPS.cli),
           )
-          .execute();
+          .executeTakeFirst();
       });
+      if (ended.numUpdatedRows > 0n) this.#revoked(accountId);
     } catch (error) {
       this.#d.logger.warn({ err: error, accountId }, 'could not end CLI sign-ins beyond the cap; the next sign-in at the cap tries again');
     }
   }
 
   async #revoke(grantId: string, reason: string): Promise<void> {
-    await this.#d.db
+    const revoked = await this.#d.db
       .updateTable('oauth_grants')
       .set({ revoked_at: new Date(this.#d.clock.now()), revoked_reason: reason })
       .where('id', '=', grantId)
       .where('revoked_at', 'is', null)
-      .execute();
+      .returning('account_id')
+      .executeTakeFirst();
+    if (revoked) this.#revoked(revoked.account_id);
+  }
+
+  #revoked(accountId: string): void {
+    for (const listener of this.#revocationListeners) {
+      try {
+        listener(accountId);
+      } catch (error) {
+        // The revocation committed: the request that made it must not fail for a listener, which re-checks on its own round.
+        this.#d.logger.warn({ err: error, accountId }, 'a grant revocation listener failed');
+      }
+    }
   }
 
   async #accessToken(grant: LiveGrant, ttl = ACCESS_TOKEN_TTL_S): Promise<string> {

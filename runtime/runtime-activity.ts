@@ -48,8 +48,9 @@ export class RuntimeActivity {
   }
 
   /**
-   * Listens for the account's sign-ins possibly ending (its epoch was raised: a device signed out or removed). Such an
-   * end touches no session, so the session listeners do not hear it; each listener checks its own sign-in online.
+   * Listens for the account's sign-ins possibly ending (its epoch was raised: a device signed out or removed; or one of
+   * its grants was revoked: a reused authorization code, the owner). Such an end touches no session, so the session
+   * listeners do not hear it; each listener checks its own sign-in online.
    */
   subscribeAccount(accountId: string, listener: () => void): () => void {
     return this.#accountListeners.add(accountId, listener);

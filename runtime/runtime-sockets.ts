@@ -255,8 +255,8 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
   const endControl = (conn: ControlConn): void => conn.close(RuntimeCloseCode.revoked, 'sign-in ended');
 
   /**
-   * A sign-in can end without its sessions hearing (a device signed out or removed raises the account epoch): the
-   * sockets made under it close, checked online for each sign-in once.
+   * A sign-in can end without its sessions hearing (a device signed out or removed raises the account epoch; a reused
+   * authorization code revokes its grant): the sockets made under it close, checked online for each sign-in once.
    */
   const checkSignIns = (runtimeConns: Iterable<RuntimeConn>, controlConns: Iterable<ControlConn>): void => {
     const byGrant = new Map<string, Array<() => void>>();

@@ -117,6 +117,7 @@ export function runtimeFeature(): ServerParts {
         }
       });
       identity.accounts.onEpochRaised((accountId) => activity.signInsChanged(accountId));
+      identity.grants.onRevoked((accountId) => activity.signInsChanged(accountId));
       const controlTokens = new ControlTokens(identity.keys, clock, publicUrl);
 
       const sessionIdOf = (headers: Readonly<Record<string, string>>): string =>

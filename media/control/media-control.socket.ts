@@ -119,7 +119,8 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
       }
     });
     const fromRevocation = deps.grants.onRevoked(grantId, () => end(conn, 'grant_ended', MediaCloseCode.grantEnded));
-    // A device of the account signed out or was removed: the sign-in behind the grant may have ended.
+    // A device of the account signed out or was removed, or one of its sign-ins was revoked (a reused authorization
+    // code): the sign-in behind the grant may have ended.
     const fromAccount = deps.activity.subscribeAccount(conn.user.grant.accountId, () => {
       stillHolds(conn).catch((err: unknown) => conn.logger.warn({ err }, 'media grant check failed; the sweep tries again'));
     });
