@@ -253,7 +253,11 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
           conn.user.grantToken = message.grant;
           follow(conn);
           armExpiry(conn);
-          return answer({ grantExpiresAt: new Date(fresh.expiresAt).toISOString() });
+          answer({ grantExpiresAt: new Date(fresh.expiresAt).toISOString() });
+          // As at the upgrade: the new grant was verified before `follow` listened for it, so an end told in between
+          // (its revocation, above all) reached no listener of this connection. One more check catches it.
+          stillHolds(conn).catch((err: unknown) => conn.logger.warn({ err }, 'media grant check after grant.refresh failed; the sweep tries again'));
+          return;
         }
         if (conn.closed || !(await stillHolds(conn))) return;
         answer(await deps.rooms.request(conn, message));
