@@ -318,6 +318,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     messageBudget: (user) => budgets.budgetOf(user.sessionId),
     logContext: (user) => ({ sessionId: user.sessionId }),
     inbound: RuntimeClientMessage,
+    takesBearer: true,
     async authenticate(upgrade) {
       const signInChanges = activity.signInChanges;
       const query = new URLSearchParams(upgrade.query);
@@ -424,6 +425,7 @@ export function runtimeSockets(deps: RuntimeSocketDependencies): {
     maxBackpressureBytes: 64 * 1024,
     idleTimeoutSeconds: RUNTIME_SOCKET_IDLE_TIMEOUT_S,
     inbound: null,
+    takesBearer: true,
     async authenticate(upgrade) {
       const signInChanges = activity.signInChanges;
       const token = socketBearer(upgrade.headers);

@@ -18,12 +18,14 @@ export interface RuntimeTokenDependencies {
 
 const RUNTIME_SCOPE = 'runtime';
 
-/** The Runtime plane's refusals of a credential (runtime access token, control token): they name the Bearer scheme. */
-export const tokenInvalid = (message: string): HttpError =>
-  new HttpError(401, 'runtime_token_invalid', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+/**
+ * The Runtime plane's refusals of a credential (runtime access token, control token). They name no challenge: the
+ * gateway (HTTP) and the WebSocket framework (upgrades) add the Bearer challenge to every 401 of an operation a bearer
+ * opens, from whether a bearer was sent (`bearerChallenge`).
+ */
+export const tokenInvalid = (message: string): HttpError => new HttpError(401, 'runtime_token_invalid', message, { family: 'runtime' });
 
-export const authorizationExpired = (message: string): HttpError =>
-  new HttpError(401, 'runtime_authorization_expired', message, { family: 'runtime', headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+export const authorizationExpired = (message: string): HttpError => new HttpError(401, 'runtime_authorization_expired', message, { family: 'runtime' });
 
 /**
  * Establishes a Runtime caller from a runtime access token and the request's `Origin`.

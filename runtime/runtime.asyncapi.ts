@@ -174,7 +174,8 @@ export function buildRuntimeAsyncApi(serverHost: string): Json {
           description:
             'The bearer offered as the subprotocol `registry.bearer.<token>` (or, outside browsers, `Authorization: Bearer <token>`). ' +
             'It is checked at the upgrade only: the open socket lives on its session\'s sign-in and lease, checked every ' +
-            'renewal round, not on the token\'s `exp`.',
+            'renewal round, not on the token\'s `exp`. A 401 of the upgrade carries `WWW-Authenticate: Bearer realm="registry"`, ' +
+            'with `error="invalid_token"` when a bearer was offered and refused.',
         },
       },
     },

@@ -47,7 +47,8 @@ const CLOSE_CODES =
 
 const UPGRADE_REFUSALS =
   'Upgrade refusals (HTTP, problem+json): 401 `media_grant_invalid` (no live Media `control` grant offered as ' +
-  'subprotocol `registry.bearer.<grant>`); 403 `media_scope_missing` (the grant lacks `media:connect`), ' +
+  'subprotocol `registry.bearer.<grant>`; `WWW-Authenticate: Bearer realm="registry"`, with `error="invalid_token"` when ' +
+  'a grant was offered); 403 `media_scope_missing` (the grant lacks `media:connect`), ' +
   '`media_origin_mismatch` (Origin is not the grant\'s); 404 `media_scope_unknown` (the grant\'s context scope names ' +
   `no configured space, and no direct call the Environment allows); 429 \`media_context_full\` (already ` +
   `${MEDIA_LIMITS.maxParticipantsPerContext} members hold a place in the context, maxParticipantsPerContext; a member who reconnects keeps theirs); 503 ` +

@@ -178,6 +178,7 @@ export function mediaControlSocket(deps: MediaControlSocketDeps): {
     messagesPerMinute: limits.requestsPerMinute,
     messageBudget: (user) => budgets.budgetOf(memberKey(user.grant)),
     inbound: MediaV2ClientMessageSchema,
+    takesBearer: true,
     errorMessage: (error) => ({ type: 'error', code: error.code, message: error.message, requestId: error.requestId, ...(error.details ? { details: [...error.details] } : {}) }),
     async authenticate(upgrade) {
       const grantToken = socketBearer(upgrade.headers);

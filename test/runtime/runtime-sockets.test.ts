@@ -36,7 +36,7 @@ async function refused(promise: Promise<Socket>, status: number, code: string): 
     assert.is(e.status, status, String(error));
     assert.is(e.body?.code, code);
     // A refused credential names its scheme (RFC 6750 3), on the runtime socket and the control channel alike.
-    if (status === 401) assert.match(e.headers?.['www-authenticate'] ?? '', /^Bearer error="invalid_token"/);
+    if (status === 401) assert.match(e.headers?.['www-authenticate'] ?? '', /^Bearer realm="registry"/);
   }
 }
 

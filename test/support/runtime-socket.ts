@@ -70,6 +70,7 @@ export interface Answer {
   readonly retryAfter?: string;
   readonly contentType?: string;
   readonly code?: string;
+  readonly wwwAuthenticate?: string;
 }
 
 /**
@@ -91,6 +92,7 @@ export function upgrade(url: string, protocols: string[], origin: string): Promi
           status: res.statusCode ?? 0,
           retryAfter: res.headers['retry-after'],
           contentType: res.headers['content-type'],
+          wwwAuthenticate: res.headers['www-authenticate'],
           code: (JSON.parse(body || '{}') as { code?: string }).code,
         }),
       );

@@ -287,9 +287,11 @@ export function takesBearer(credential: CredentialKind): boolean {
 /**
  * RFC 6750 3: the challenge of a 401 refusing a request to an operation a bearer opens. `error="invalid_token"` when a
  * bearer was sent and refused; none when the request carried no bearer ("SHOULD NOT include an error code").
+ * `bearer`: the token the request presented, where that is not its `Authorization` header (a WebSocket upgrade offers
+ * it as a subprotocol).
  */
-export function bearerChallenge(headers: Readonly<Record<string, string>>): string {
-  return bearerToken(headers) === undefined ? 'Bearer realm="registry"' : 'Bearer realm="registry", error="invalid_token"';
+export function bearerChallenge(headers: Readonly<Record<string, string>>, bearer: string | undefined = bearerToken(headers)): string {
+  return bearer === undefined ? 'Bearer realm="registry"' : 'Bearer realm="registry", error="invalid_token"';
 }
 
 /** A lease version as it travels in headers and query strings: a positive integer. */

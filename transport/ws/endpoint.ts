@@ -61,13 +61,14 @@ import type { Logger } from 'pino';
 import type { us_socket_context_t } from 'uWebSockets.js';
 import type * as z from 'zod';
 import { LogThrottle } from '../../actors/log-throttle.js';
+import { bearerChallenge } from '../http/credentials.js';
 import { HttpError, pointerToken, serverDraining, unstorableTextDetail, type ErrorDetail } from '../http/errors.js';
 import { framingRefusal, hasBody } from '../http/framing.js';
 import { watchAbort, type AbortWatch } from '../http/reply-writer.js';
 import { unstorableTextAt } from '../../storage/storable-text.js';
 import { maySpellProto, protoMemberAt } from '../proto-member.js';
 import { requestHeaders, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type WebSocket } from '../uws.js';
-import { chooseCodec, DEFAULT_CODECS, type WsCodec } from './codecs.js';
+import { chooseCodec, DEFAULT_CODECS, socketBearer, type WsCodec } from './codecs.js';
 import { CloseCode, EndpointConnection, type SocketData, type WsConnection, type WsError } from './connection.js';
 import type { MessageBudget } from './message-budgets.js';
 import { captureUpgradeRequest, refuseUpgrade, routeParameterNames, type UpgradeRequest } from './upgrade.js';
@@ -112,6 +113,12 @@ export interface WebSocketEndpointDefinition<TUser, TIn, TOut> {
   messageBudget?(user: TUser): MessageBudget;
   /** Schema of client messages; `null` refuses every client message (1008). */
   readonly inbound: z.ZodType<TIn> | null;
+  /**
+   * The upgrade is opened by a bearer (`socketBearer`: the subprotocol `registry.bearer.<token>`, or `Authorization`):
+   * every 401 of `authenticate` that names no challenge of its own carries `WWW-Authenticate` as the gateway's bearer
+   * operations do (`bearerChallenge`, RFC 6750 3), so no refusal path of a socket can forget it.
+   */
+  readonly takesBearer?: boolean;
   /**
    * Returns the connection's user, or throws an HttpError to refuse the upgrade with its status. What it takes for the
    * connection (a place under a limit, checked and taken in one step so that upgrades in flight together cannot all
@@ -254,7 +261,7 @@ export function mountWebSocketEndpoint<TUser, TIn, TOut>(
       const requestId = request.requestId;
       let refusal: HttpError;
       if (error instanceof HttpError) {
-        refusal = error;
+        refusal = endpoint.takesBearer ? challenged(error, headers) : error;
         // A 4xx is the client's doing (a stranger with a bad token): one info line each let anyone fill the logs,
         // so it is debug (`refuse` logs it), as the gateway's HTTP refusals are. A 5xx (storage down) is the server's: warn.
         if (error.status >= 500) quiet.say('warn', `upgrade refused\u0000${error.code}`, { err: error, requestId, status: error.status, code: error.code }, 'upgrade refused');
@@ -523,6 +530,18 @@ function unsupportedSubprotocol(offered: readonly string[], supported: string): 
         message: `offered ${offered.join(', ')}; supported ${supported}`,
       },
     ],
+  });
+}
+
+/** A 401 of an upgrade a bearer opens, with the Bearer challenge unless it names one (see `takesBearer`). */
+function challenged(refusal: HttpError, headers: Readonly<Record<string, string>>): HttpError {
+  if (refusal.status !== 401 || refusal.headers['www-authenticate'] !== undefined) return refusal;
+  return new HttpError(refusal.status, refusal.code, refusal.message, {
+    family: refusal.family,
+    details: refusal.details,
+    headers: { ...refusal.headers, 'www-authenticate': bearerChallenge(headers, socketBearer(headers)) },
+    ...(refusal.oauthError === undefined ? {} : { oauthError: refusal.oauthError }),
+    ...(refusal.cause === undefined ? {} : { cause: refusal.cause }),
   });
 }
 
